@@ -1,0 +1,55 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { formatFinding } from '../../core/findings';
+import { NotebookFormatError, parseNotebook, serializeNotebook } from '../../core/notebook/format';
+import { runNotebook } from '../../core/notebook/runNotebook';
+import { cliServices } from '../services';
+import { UsageError } from '../usage';
+import { writeFileAtomic } from '../../core/notebook/atomicWrite';
+
+export async function runCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { out: { type: 'string' }, quiet: { type: 'boolean' } } });
+  if (positionals.length !== 1) throw new UsageError('give one notebook: inflab run NOTEBOOK [--out PATH]');
+  const file = path.resolve(positionals[0]);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new UsageError(`cannot read ${positionals[0]}: ${(e as NodeJS.ErrnoException).code}`);
+  }
+  let nb;
+  try {
+    nb = parseNotebook(text);
+  } catch (e) {
+    if (e instanceof NotebookFormatError) {
+      console.error(`${positionals[0]}: ${e.message}`);
+      return 1;
+    }
+    throw e;
+  }
+  const services = cliServices();
+  const ac = new AbortController();
+  const onSig = () => ac.abort();
+  process.once('SIGINT', onSig);
+  try {
+    const { notebook, results } = await runNotebook(nb, path.dirname(file), services, {
+      signal: ac.signal,
+      onCell(i, r) {
+        if (values.quiet) return;
+        const status = r.ok ? 'ok' : 'FAILED';
+        console.log(`[${i}] ${r.kind}${r.name ? ` (${r.name})` : ''}: ${status} in ${Math.round(r.durationMs ?? 0)} ms`);
+        if (r.error) console.log(`    ${r.error.message.split('\n').join('\n    ')}`);
+        for (const f of r.findings) console.log(`    ${formatFinding(f).split('\n').join('\n    ')}`);
+      },
+    });
+    const out = values.out ? path.resolve(values.out) : file;
+    fs.mkdirSync(path.dirname(out), { recursive: true });
+    writeFileAtomic(out, serializeNotebook(notebook));
+    if (!values.quiet) console.log(`wrote ${path.relative(process.cwd(), out) || out}`);
+    return results.every((r) => r.ok) ? 0 : 1;
+  } finally {
+    process.off('SIGINT', onSig);
+    await services.close();
+  }
+}
