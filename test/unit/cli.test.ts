@@ -1,0 +1,65 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { before, test } from 'node:test';
+import { parseNotebook, serializeNotebook } from '../../src/core/notebook/format';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const cli = path.join(root, 'dist/cli.js');
+
+before(() => {
+  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
+  assert.equal(b.status, 0, b.stderr);
+});
+
+function inflab(args: string[], cwd = root) {
+  return spawnSync(process.execPath, [cli, ...args], { cwd, encoding: 'utf8', env: { ...process.env, INFLAB_API_KEY: '' } });
+}
+
+test('eval --json prints one {kind, name, values, findings} per YAML document', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
+  const f = path.join(dir, 'cells.yaml');
+  fs.writeFileSync(f, 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n---\npredict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 64]\n');
+  const r = inflab(['eval', f, '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.equal(out.length, 2);
+  assert.deepEqual(Object.keys(out[1]).sort(), ['findings', 'kind', 'name', 'values']);
+  assert.equal(out[1].kind, 'predict: decode-roofline');
+  assert.ok(Math.abs(out[1].values.decode_step_floor_ms - 8.03) < 0.005);
+});
+
+test('exit codes: 1 when a cell fails, 2 on a usage error', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
+  const f = path.join(dir, 'bad.yaml');
+  fs.writeFileSync(f, 'predict: decode-roofline\ncontext: 1k tokens\n');
+  assert.equal(inflab(['eval', f]).status, 1);
+  assert.equal(inflab(['frobnicate']).status, 2);
+  assert.equal(inflab(['run']).status, 2);
+  assert.equal(inflab(['eval', path.join(dir, 'missing.yaml')]).status, 2);
+});
+
+test('run executes a notebook and writes outputs; the input is untouched with --out', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
+  const nbFile = path.join(dir, 'n.inflab');
+  const original = serializeNotebook({
+    cells: [
+      { kind: 'markdown', language: 'markdown', source: '# Day 4' },
+      { kind: 'code', language: 'inflab', source: 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b' },
+      { kind: 'code', language: 'inflab', source: 'predict: decode-roofline\ncontext: 1k tokens' },
+    ],
+  });
+  fs.writeFileSync(nbFile, original);
+  const out = path.join(dir, 'out', 'n.executed.inflab');
+  const r = inflab(['run', nbFile, '--out', out]);
+  assert.equal(r.status, 0, r.stdout + r.stderr);
+  assert.equal(fs.readFileSync(nbFile, 'utf8'), original);
+  const executed = parseNotebook(fs.readFileSync(out, 'utf8'));
+  const plotItems = executed.cells[2].outputs!.flatMap((o) => o.items.map((i) => i.mime));
+  assert.ok(plotItems.includes('application/vnd.vegalite.v6+json'));
+  assert.ok(plotItems.includes('image/svg+xml'));
+  assert.equal(executed.cells[2].lastRun?.success, true);
+  assert.equal(executed.cells[2].lastRun?.executionOrder, 2);
+});
