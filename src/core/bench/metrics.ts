@@ -1,0 +1,319 @@
+/**
+ * Benchmark metrics, as vLLM's `vllm bench serve` defines them (so numbers compare with what users
+ * already know), computed from per-request records:
+ *
+ *   TTFT  = first chunk carrying a choice − latency origin
+ *   ITL   = gaps between successive content chunks (per chunk, not per token), pooled over requests
+ *   TPOT  = (E2E − TTFT) / (output_tokens − 1), per request with more than one output token
+ *   E2E   = last content chunk − latency origin
+ *   throughputs = totals over completed requests / the point's wall time
+ *   goodput = requests meeting every per-request SLO / wall time
+ *
+ * The latency origin is the actual send time in a closed loop and the *scheduled* send time in an
+ * open loop (so a client that falls behind its schedule shows it as latency, not as a lower rate).
+ * Percentiles interpolate linearly between order statistics (numpy's default), like vLLM.
+ *
+ * Pure functions, no I/O: the simulator and the audit may import this file.
+ */
+
+/** Why a request did not end cleanly. `missing-usage` and `no-done` are soft: the request counts. */
+export type ErrorKind =
+  | 'connect'
+  | 'reset'
+  | 'timeout'
+  | 'rate-limited'
+  | 'server-error'
+  | 'bad-request'
+  | 'malformed-sse'
+  | 'malformed-json'
+  | 'api-error'
+  | 'truncated'
+  | 'empty'
+  | 'cancelled'
+  | 'missing-usage'
+  | 'no-done'
+  | 'client';
+
+export const SOFT_ERROR_KINDS: ReadonlySet<ErrorKind> = new Set(['missing-usage', 'no-done']);
+
+/** One request, as the client saw it. Times are ms on a monotonic clock, relative to the point's start. */
+export interface RequestRecord {
+  /** Index within the point (warm-up requests are not recorded). */
+  id: number;
+  /** When the load shape wanted it sent. Equals sentMs in a closed loop. */
+  scheduledMs: number;
+  /** When the request was handed to the socket. */
+  sentMs: number;
+  /** Arrival of each chunk that carried a choice (text), in order. Empty if none came. */
+  chunkMs: number[];
+  /** When the response ended (after usage / [DONE], or at the error). */
+  endMs: number;
+  promptTokens?: number;
+  /** From usage.completion_tokens; without usage, the number of content chunks (an estimate). */
+  outputTokens?: number;
+  cachedTokens?: number;
+  /** True when the request counts as completed (no error, or a soft one). */
+  ok: boolean;
+  errorKind?: ErrorKind;
+  /** Never contains request headers (the API key); bodies are truncated. */
+  errorMessage?: string;
+  httpStatus?: number;
+}
+
+export interface Dist {
+  n: number;
+  mean: number;
+  median: number;
+  std: number;
+  min: number;
+  max: number;
+  /** Percentiles by name: { p90: …, p99: … } */
+  p: Record<string, number>;
+}
+
+export interface SloSpec {
+  /** Per-request limits (ms) for goodput; the point also reports whether p99 meets them. */
+  ttftMs?: number;
+  tpotMs?: number;
+  e2eMs?: number;
+}
+
+export interface SummarizeOptions {
+  /** 'sent' for a closed loop, 'scheduled' for an open loop. Default 'sent'. */
+  latencyFrom?: 'sent' | 'scheduled';
+  /** Percentiles to report besides the median, e.g. [90, 99]. Default [90, 99]. */
+  percentiles?: number[];
+  slo?: SloSpec;
+  /**
+   * Wall time of the point in ms (vLLM's benchmark_duration). Default: from the earliest
+   * scheduled/sent time to the latest end.
+   */
+  durationMs?: number;
+  /**
+   * Time-averaged number of requests in flight the client observed during the point (sampled by
+   * the load generator, independent of the records), for Little's law.
+   */
+  observedInFlight?: number;
+}
+
+export interface PointMetrics {
+  completed: number;
+  failed: number;
+  /** failed / (completed + failed) */
+  failure_rate: number;
+  errors: Record<string, number>;
+  duration_s: number;
+  total_input_tokens: number;
+  total_output_tokens: number;
+  cached_tokens: number;
+  /** completed / duration */
+  request_throughput: number;
+  /** Σ output tokens / duration */
+  output_throughput: number;
+  /** (Σ input + Σ output tokens) / duration */
+  total_token_throughput: number;
+  /** requests meeting every SLO / duration (undefined without an SLO) */
+  goodput?: number;
+  good_requests?: number;
+  /** p99 of TTFT/TPOT within the SLO (undefined without one) */
+  slo_met?: boolean;
+  ttft_ms: Dist;
+  tpot_ms: Dist;
+  itl_ms: Dist;
+  e2e_ms: Dist;
+  little: LittleLaw;
+}
+
+export interface LittleLaw {
+  /** Completion rate λ = completed / duration, req/s. */
+  lambda: number;
+  /** Mean time in system W (E2E of completed requests), s. */
+  w_s: number;
+  /** λ·W */
+  predicted_in_flight: number;
+  /** Time-averaged in-flight count the client observed (undefined if not sampled). */
+  observed_in_flight?: number;
+  /** λ·W / observed − 1 (undefined if not sampled). */
+  error?: number;
+}
+
+/** numpy.percentile with linear interpolation, on a sorted array. */
+export function percentileSorted(sorted: ArrayLike<number>, p: number): number {
+  const n = sorted.length;
+  if (!n) return NaN;
+  if (n === 1) return sorted[0];
+  const rank = (p / 100) * (n - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.min(n - 1, lo + 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
+}
+
+export function percentile(values: ArrayLike<number>, p: number): number {
+  return percentileSorted(Float64Array.from(values).sort(), p);
+}
+
+export function pKey(p: number): string {
+  return `p${String(p).replace('.', '_')}`;
+}
+
+/** mean, median, std, min, max and the requested percentiles of a sample. NaN everywhere when empty. */
+export function distribution(values: ArrayLike<number>, percentiles: number[] = [90, 99]): Dist {
+  const s = Float64Array.from(values).sort();
+  const n = s.length;
+  let sum = 0;
+  for (let i = 0; i < n; i++) sum += s[i];
+  const mean = n ? sum / n : NaN;
+  let sq = 0;
+  for (let i = 0; i < n; i++) sq += (s[i] - mean) ** 2;
+  const p: Record<string, number> = {};
+  for (const q of percentiles) p[pKey(q)] = percentileSorted(s, q);
+  return { n, mean, median: percentileSorted(s, 50), std: n ? Math.sqrt(sq / n) : NaN, min: n ? s[0] : NaN, max: n ? s[n - 1] : NaN, p };
+}
+
+/** The per-request latencies of one record (ms); undefined fields when the record has no chunks. */
+export function requestLatencies(r: RequestRecord, latencyFrom: 'sent' | 'scheduled' = 'sent') {
+  const origin = latencyFrom === 'scheduled' ? r.scheduledMs : r.sentMs;
+  const n = r.chunkMs.length;
+  if (!n) return { ttft: undefined, e2e: undefined, tpot: undefined };
+  const ttft = r.chunkMs[0] - origin;
+  const e2e = r.chunkMs[n - 1] - origin;
+  const out = r.outputTokens ?? n;
+  const tpot = out > 1 ? (e2e - ttft) / (out - 1) : undefined;
+  return { ttft, e2e, tpot };
+}
+
+/** Summarize one point's records into vLLM-style metrics. */
+export function summarizeRecords(records: RequestRecord[], opts: SummarizeOptions = {}): PointMetrics {
+  const from = opts.latencyFrom ?? 'sent';
+  const pcts = opts.percentiles ?? [90, 99];
+  const ttft: number[] = [];
+  const tpot: number[] = [];
+  const itl: number[] = [];
+  const e2e: number[] = [];
+  const errors: Record<string, number> = {};
+  let completed = 0;
+  let failed = 0;
+  let inTok = 0;
+  let outTok = 0;
+  let cached = 0;
+  let good = 0;
+  let t0 = Infinity;
+  let t1 = -Infinity;
+  for (const r of records) {
+    t0 = Math.min(t0, r.scheduledMs, r.sentMs);
+    t1 = Math.max(t1, r.endMs);
+    if (r.errorKind) errors[r.errorKind] = (errors[r.errorKind] ?? 0) + 1;
+    if (!r.ok) {
+      failed++;
+      continue;
+    }
+    completed++;
+    inTok += r.promptTokens ?? 0;
+    outTok += r.outputTokens ?? r.chunkMs.length;
+    cached += r.cachedTokens ?? 0;
+    const l = requestLatencies(r, from);
+    if (l.ttft !== undefined) ttft.push(l.ttft);
+    if (l.e2e !== undefined) e2e.push(l.e2e);
+    if (l.tpot !== undefined) tpot.push(l.tpot);
+    for (let i = 1; i < r.chunkMs.length; i++) itl.push(r.chunkMs[i] - r.chunkMs[i - 1]);
+    const s = opts.slo;
+    if (s && l.ttft !== undefined) {
+      const okT = s.ttftMs === undefined || l.ttft <= s.ttftMs;
+      const okP = s.tpotMs === undefined || (l.tpot ?? 0) <= s.tpotMs;
+      const okE = s.e2eMs === undefined || (l.e2e ?? 0) <= s.e2eMs;
+      if (okT && okP && okE) good++;
+    }
+  }
+  const durationMs = opts.durationMs ?? (records.length ? t1 - t0 : 0);
+  const dur = durationMs / 1000;
+  const rate = (x: number) => (dur > 0 ? x / dur : NaN);
+  const dists = {
+    ttft_ms: distribution(ttft, pcts),
+    tpot_ms: distribution(tpot, pcts),
+    itl_ms: distribution(itl, pcts),
+    e2e_ms: distribution(e2e, pcts),
+  };
+  const lambda = rate(completed);
+  const wS = dists.e2e_ms.n ? dists.e2e_ms.mean / 1000 : NaN;
+  const little: LittleLaw = { lambda, w_s: wS, predicted_in_flight: lambda * wS };
+  if (opts.observedInFlight !== undefined) {
+    little.observed_in_flight = opts.observedInFlight;
+    little.error = opts.observedInFlight > 0 ? little.predicted_in_flight / opts.observedInFlight - 1 : NaN;
+  }
+  const m: PointMetrics = {
+    completed,
+    failed,
+    failure_rate: completed + failed ? failed / (completed + failed) : 0,
+    errors,
+    duration_s: dur,
+    total_input_tokens: inTok,
+    total_output_tokens: outTok,
+    cached_tokens: cached,
+    request_throughput: rate(completed),
+    output_throughput: rate(outTok),
+    total_token_throughput: rate(inTok + outTok),
+    ...dists,
+    little,
+  };
+  if (opts.slo && (opts.slo.ttftMs !== undefined || opts.slo.tpotMs !== undefined || opts.slo.e2eMs !== undefined)) {
+    m.good_requests = good;
+    m.goodput = rate(good);
+    const p99 = (d: Dist) => percentileOf(d, 99);
+    m.slo_met =
+      completed > 0 &&
+      (opts.slo.ttftMs === undefined || p99(dists.ttft_ms) <= opts.slo.ttftMs) &&
+      (opts.slo.tpotMs === undefined || !(p99(dists.tpot_ms) > opts.slo.tpotMs)) &&
+      (opts.slo.e2eMs === undefined || p99(dists.e2e_ms) <= opts.slo.e2eMs);
+  }
+  return m;
+}
+
+function percentileOf(d: Dist, p: number): number {
+  return d.p[pKey(p)] ?? NaN;
+}
+
+/** The formula behind each metric, for the outputs (shown beside the numbers). */
+export const FORMULAS: Record<string, string> = {
+  ttft: 'TTFT = first chunk with a choice − send time (open loop: scheduled send time)',
+  itl: 'ITL = gap between successive streamed chunks (per chunk, pooled over requests)',
+  tpot: 'TPOT = (E2E − TTFT) / (output_tokens − 1), requests with > 1 output token',
+  e2e: 'E2E = last chunk − send time (open loop: scheduled send time)',
+  request_throughput: 'request throughput = completed / duration',
+  output_throughput: 'output throughput = Σ usage.completion_tokens / duration',
+  total_token_throughput: 'total-token throughput = (Σ prompt + Σ completion tokens) / duration',
+  goodput: 'goodput = requests meeting every SLO / duration',
+  little: "Little's law: L = λ·W, λ = completed / duration, W = mean E2E; against L observed = time-averaged in-flight count",
+  failure_rate: 'failure rate = failed / (completed + failed)',
+  hit_rate: 'prefix-cache hit rate = Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over the point',
+};
+
+/**
+ * vLLM `--save-result` field names for one point (ms for latencies, per-second throughputs), so a
+ * notebook's numbers can be compared with files users already have.
+ */
+export function toVllmResult(m: PointMetrics, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    ...extra,
+    duration: m.duration_s,
+    completed: m.completed,
+    failed: m.failed,
+    total_input_tokens: m.total_input_tokens,
+    total_output_tokens: m.total_output_tokens,
+    request_throughput: m.request_throughput,
+    output_throughput: m.output_throughput,
+    total_token_throughput: m.total_token_throughput,
+  };
+  if (m.goodput !== undefined) out.request_goodput = m.goodput;
+  for (const [name, d] of [
+    ['ttft', m.ttft_ms],
+    ['tpot', m.tpot_ms],
+    ['itl', m.itl_ms],
+    ['e2el', m.e2e_ms],
+  ] as const) {
+    out[`mean_${name}_ms`] = d.mean;
+    out[`median_${name}_ms`] = d.median;
+    out[`std_${name}_ms`] = d.std;
+    for (const [k, v] of Object.entries(d.p)) out[`${k}_${name}_ms`] = v;
+  }
+  return out;
+}
