@@ -1,0 +1,384 @@
+/**
+ * The .inflab file format: property-based round trips of the serializer, and what happens to
+ * truncated, corrupt, wrongly shaped and future-version files (a NotebookFormatError that says what
+ * is wrong and where; never a partial notebook).
+ *
+ * Line endings: a cell source is split on "\n" only, so the "\r" of a CRLF line stays at the end of
+ * its line in the file (written as "\r" inside the JSON string) and comes back byte for byte. A
+ * source is never normalized: what the user typed is what is saved.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { FORMAT_VERSION, NotebookFormatError, parseNotebook, serializeNotebook, type NbCell, type Notebook } from '../../src/core/notebook/format';
+
+// ---------------------------------------------------------------- arbitraries
+
+/** Any character a person (or a paste) can put in a cell, line breaks of every style included. */
+const sourceChar = fc.oneof(
+  { weight: 6, arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 1 }) },
+  { weight: 3, arbitrary: fc.string({ unit: 'binary', minLength: 1, maxLength: 1 }) },
+  { weight: 2, arbitrary: fc.constantFrom('\n', '\r\n', '\r', '\t', ' ', '"', '\\', '\u2028', '\u0000', '\uFEFF') },
+  { weight: 1, arbitrary: fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c)) }, // lone surrogates
+);
+const source = fc.array(sourceChar, { maxLength: 60 }).map((cs) => cs.join(''));
+
+/** Realistic cell text too: lines, empty lines, trailing newlines, CRLF files. */
+const linesSource = fc
+  .tuple(fc.array(fc.string({ unit: 'grapheme', maxLength: 30 }).map((l) => l.replace(/[\r\n]/g, '')), { maxLength: 8 }), fc.constantFrom('\n', '\r\n'), fc.nat(3))
+  .map(([lines, eol, trailing]) => lines.join(eol) + eol.repeat(trailing));
+
+/** JSON without -0 (JSON has no negative zero: -0 is written as 0). */
+const json = fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.parse(JSON.stringify(v)) as unknown);
+const nonEmptyRecord = fc.dictionary(fc.string({ maxLength: 12 }), json, { minKeys: 1, maxKeys: 4, noNullPrototype: true });
+
+const textMime = fc.constantFrom('text/plain', 'text/html', 'text/markdown', 'image/svg+xml', 'text/x-custom');
+const jsonMime = fc.constantFrom(
+  'application/json',
+  'application/vnd.inflab.values+json',
+  'application/vnd.inflab.records+json',
+  'application/vnd.inflab.findings+json',
+  'application/vnd.vegalite.v5+json',
+);
+const item = fc.oneof(
+  fc.record({ mime: textMime, data: fc.oneof(source, linesSource, fc.string({ unit: 'binary', maxLength: 200 })) }, { noNullPrototype: true }),
+  fc.record({ mime: jsonMime, data: json }, { noNullPrototype: true }),
+);
+const output = fc.record(
+  { items: fc.array(item, { maxLength: 4 }), metadata: nonEmptyRecord },
+  { requiredKeys: ['items'], noNullPrototype: true },
+);
+const finiteTime = fc.double({ noNaN: true, noDefaultInfinity: true }).filter((x) => !Object.is(x, -0));
+const lastRun = fc
+  .record({ executionOrder: fc.integer(), success: fc.boolean(), startTime: finiteTime, endTime: finiteTime }, { requiredKeys: [], noNullPrototype: true })
+  .filter((l) => Object.keys(l).length > 0);
+
+const cell: fc.Arbitrary<NbCell> = fc.record(
+  {
+    kind: fc.constantFrom('code' as const, 'markdown' as const),
+    language: fc.oneof(fc.constantFrom('inflab', 'markdown', 'yaml'), fc.string({ minLength: 1, maxLength: 10 })),
+    source: fc.oneof(source, linesSource),
+    metadata: nonEmptyRecord,
+    lastRun,
+    outputs: fc.array(output, { minLength: 1, maxLength: 3 }),
+  },
+  { requiredKeys: ['kind', 'language', 'source'], noNullPrototype: true },
+);
+
+/** Notebooks in canonical form: empty metadata/outputs/lastRun are absent (the serializer omits them). */
+const notebook: fc.Arbitrary<Notebook> = fc.record({ metadata: nonEmptyRecord, cells: fc.array(cell, { maxLength: 6 }) }, { requiredKeys: ['cells'], noNullPrototype: true });
+
+const lines = (s: string) => s.split('\n');
+
+// ---------------------------------------------------------------- round trips
+
+test('serialize → parse → serialize is byte-identical, and parse(serialize(nb)) deep-equals nb', () => {
+  fc.assert(
+    fc.property(notebook, (nb) => {
+      const text = serializeNotebook(nb);
+      const back = parseNotebook(text);
+      assert.deepStrictEqual(back, nb);
+      assert.equal(serializeNotebook(back), text);
+    }),
+    { numRuns: 400 },
+  );
+});
+
+test('CRLF and lone-CR sources round-trip byte for byte; the \\r stays on its line', () => {
+  const nb: Notebook = { cells: [{ kind: 'code', language: 'inflab', source: 'setup: lab\r\ngpu: h100\r\n\r\n' }, { kind: 'markdown', language: 'markdown', source: 'a\rb\n' }] };
+  const text = serializeNotebook(nb);
+  assert.match(text, /"setup: lab\\r",\n/);
+  assert.deepStrictEqual(parseNotebook(text), nb);
+  // A "\r" is never a line break of the file: the file itself has one line per source line.
+  assert.ok(!text.includes('\r'), 'no raw CR in the file');
+});
+
+test('keys are written in a stable order whatever order the notebook was built in', () => {
+  const reverseKeys = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(reverseKeys);
+    if (v && typeof v === 'object') {
+      const o: Record<string, unknown> = {};
+      for (const k of Object.keys(v).reverse()) {
+        if (k === '__proto__') Object.defineProperty(o, k, { value: reverseKeys((v as any)[k]), enumerable: true, writable: true, configurable: true });
+        else o[k] = reverseKeys((v as any)[k]);
+      }
+      return o;
+    }
+    return v;
+  };
+  fc.assert(
+    fc.property(notebook, (nb) => {
+      const text = serializeNotebook(nb);
+      assert.equal(serializeNotebook(reverseKeys(nb) as Notebook), text);
+      // The file's own keys: inflab first, then metadata, then cells; a cell kind, language, source, …
+      const file = JSON.parse(text);
+      assert.deepStrictEqual(Object.keys(file), ['inflab', ...(nb.metadata ? ['metadata'] : []), 'cells']);
+      for (const c of file.cells) {
+        const order = ['kind', 'language', 'source', 'metadata', 'lastRun', 'outputs'].filter((k) => k in c);
+        assert.deepStrictEqual(Object.keys(c), order);
+      }
+    }),
+    { numRuns: 150 },
+  );
+});
+
+test('a one-line edit of a cell source changes exactly one line of the file', () => {
+  const withLines = notebook.filter((nb) => nb.cells.length > 0);
+  fc.assert(
+    fc.property(withLines, fc.nat(), fc.nat(), fc.string({ unit: 'grapheme', maxLength: 40 }), (nb, ci, li, replacement) => {
+      const c = nb.cells[ci % nb.cells.length];
+      const srcLines = c.source.split('\n');
+      const at = li % srcLines.length;
+      const newLine = replacement.replace(/\n/g, '') + (srcLines[at] === replacement ? 'x' : '');
+      fc.pre(newLine !== srcLines[at]);
+      const edited = structuredClone(nb);
+      const cc = edited.cells[ci % nb.cells.length];
+      cc.source = srcLines.map((l, k) => (k === at ? newLine : l)).join('\n');
+      const a = lines(serializeNotebook(nb));
+      const b = lines(serializeNotebook(edited));
+      assert.equal(b.length, a.length, 'same number of lines');
+      const changed = a.flatMap((l, k) => (l === b[k] ? [] : [k]));
+      assert.equal(changed.length, 1, `exactly one line differs (got ${changed.length})`);
+    }),
+    { numRuns: 200 },
+  );
+});
+
+test('a "__proto__" key in output data or metadata is kept as data', () => {
+  const data = JSON.parse('{"__proto__": {"polluted": 1}, "b": [1, {"__proto__": 2}]}');
+  const nb: Notebook = { metadata: JSON.parse('{"__proto__": {"x": 1}}'), cells: [{ kind: 'code', language: 'inflab', source: 'x: 1', outputs: [{ items: [{ mime: 'application/json', data }] }] }] };
+  const text = serializeNotebook(nb);
+  assert.match(text, /"__proto__": \{\n\s+"polluted": 1/);
+  const back = parseNotebook(text);
+  assert.deepStrictEqual(back, nb);
+  assert.equal(({} as any).polluted, undefined, 'no prototype pollution');
+  assert.equal(serializeNotebook(back), text);
+});
+
+test('what JSON cannot hold is made explicit: the serializer never writes a file the parser rejects', () => {
+  const odd = fc.record({
+    cells: fc.array(
+      fc.record({
+        kind: fc.constantFrom('code' as const, 'markdown' as const),
+        language: fc.constantFrom('inflab', ''),
+        source: source,
+        lastRun: fc.record({ executionOrder: fc.oneof(fc.integer(), fc.double()), startTime: fc.double(), endTime: fc.constantFrom(NaN, Infinity, -Infinity, 1) }, { requiredKeys: [] }),
+        outputs: fc.array(
+          fc.record({
+            items: fc.array(
+              fc.record({ mime: fc.constantFrom('text/plain', 'application/json', ''), data: fc.oneof(fc.constant(undefined), fc.constant(NaN), json, fc.constant({ a: undefined, b: [undefined] })) }),
+              { maxLength: 3 },
+            ),
+          }),
+          { maxLength: 2 },
+        ),
+      }),
+      { maxLength: 4 },
+    ),
+  });
+  fc.assert(
+    fc.property(odd, (nb) => {
+      let text: string;
+      try {
+        text = serializeNotebook(nb as Notebook);
+      } catch (e) {
+        // Only for what cannot be saved at all (an empty language or mime): said, not written.
+        assert.ok(e instanceof NotebookFormatError, String(e));
+        assert.match(e.message, /Cannot save this notebook: at cells\[\d+\]\.(language|outputs\[\d+\]\.items\[\d+\]\.mime)/);
+        return;
+      }
+      const back = parseNotebook(text);
+      assert.equal(back.cells.length, nb.cells.length);
+      assert.equal(serializeNotebook(back), text);
+      back.cells.forEach((c, i) => assert.equal(c.source, nb.cells[i].source));
+    }),
+    { numRuns: 300 },
+  );
+  // The two explicit rules, by example.
+  const nb: Notebook = { cells: [{ kind: 'code', language: 'inflab', source: '', lastRun: { executionOrder: 1, startTime: NaN, endTime: 5 }, outputs: [{ items: [{ mime: 'application/json', data: undefined }] }] }] };
+  const back = parseNotebook(serializeNotebook(nb));
+  assert.deepStrictEqual(back.cells[0].lastRun, { executionOrder: 1, endTime: 5 });
+  assert.deepStrictEqual(back.cells[0].outputs, [{ items: [{ mime: 'application/json', data: null }] }]);
+});
+
+test('an empty file is a new, empty notebook; a UTF-8 byte-order mark is ignored', () => {
+  assert.deepStrictEqual(parseNotebook(''), { cells: [] });
+  assert.deepStrictEqual(parseNotebook(' \n\t\n'), { cells: [] });
+  const nb: Notebook = { cells: [{ kind: 'code', language: 'inflab', source: 'a: 1' }] };
+  assert.deepStrictEqual(parseNotebook('\uFEFF' + serializeNotebook(nb)), nb);
+  assert.equal(serializeNotebook({ cells: [] }), `{\n  "inflab": ${FORMAT_VERSION},\n  "cells": []\n}\n`);
+});
+
+// ---------------------------------------------------------------- broken files
+
+function expectFormatError(text: string): NotebookFormatError {
+  let result: unknown;
+  try {
+    result = parseNotebook(text);
+  } catch (e) {
+    assert.ok(e instanceof NotebookFormatError, `expected NotebookFormatError, got ${e}`);
+    assert.ok(e.message.length > 20);
+    assert.match(e.message, /The file was not changed\./);
+    return e;
+  }
+  assert.fail(`parsed a broken file into ${JSON.stringify(result).slice(0, 200)}`);
+}
+
+const realistic = serializeNotebook({
+  metadata: { title: 'day 4' },
+  cells: [
+    { kind: 'markdown', language: 'markdown', source: '# Day 4\n\nDecode roofline, then a sweep.' },
+    { kind: 'code', language: 'inflab', source: 'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: sim\n', lastRun: { executionOrder: 1, success: true, startTime: 1700000000000, endTime: 1700000000123 } },
+    {
+      kind: 'code',
+      language: 'inflab',
+      source: 'predict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 2, 4]',
+      outputs: [
+        { items: [{ mime: 'text/plain', data: 'batch  tok/s\n1  88.4\n2  176.1' }, { mime: 'application/vnd.inflab.values+json', data: { tokS: [88.4, 176.1, -1.5e-7], ok: true, note: null, nested: { a: [{ b: 'c\\"' }] } } }] },
+      ],
+    },
+  ],
+});
+
+test('a file cut at any offset is refused with the line where it ends, and called truncated', () => {
+  const nbs = fc.sample(notebook.filter((nb) => nb.cells.length > 0), { numRuns: 30, seed: 7 }).map(serializeNotebook);
+  fc.assert(
+    fc.property(fc.constantFrom(realistic, ...nbs), fc.double({ min: 0, max: 1, noNaN: true }), (text, frac) => {
+      // Cut anywhere after the first byte and before the closing brace (a cut after it is the whole notebook).
+      const cut = 1 + Math.floor(frac * (text.length - 3));
+      const prefix = text.slice(0, cut);
+      const e = expectFormatError(prefix);
+      const lastLine = prefix.split('\n').length;
+      assert.equal(e.line, lastLine, `line of the end of the file (message: ${e.message})`);
+      assert.match(e.message, new RegExp(`^Not valid JSON at line ${lastLine}, column \\d+: the file ends in the middle of the JSON\\. The file ends early: it looks truncated`));
+    }),
+    { numRuns: 400 },
+  );
+  // Every single cut of the realistic notebook, exhaustively.
+  for (let cut = 1; cut < realistic.length - 2; cut++) {
+    const e = expectFormatError(realistic.slice(0, cut));
+    assert.match(e.message, /truncated/, `cut at ${cut}: ${e.message}`);
+  }
+});
+
+/** Line of a V8 "at position N" message, when it gives one. */
+function v8Line(text: string): number | undefined {
+  try {
+    JSON.parse(text);
+  } catch (e) {
+    const m = /position (\d+)/.exec((e as Error).message);
+    return m ? text.slice(0, Number(m[1])).split('\n').length : undefined;
+  }
+  return undefined;
+}
+
+test('corrupt JSON (random edits) is refused with a line, or parses into a whole notebook', () => {
+  const edit = fc.tuple(fc.constantFrom('replace', 'insert', 'delete'), fc.double({ min: 0, max: 1, noNaN: true }), fc.constantFrom('{', '}', '[', ']', ',', ':', '"', '\\', 'x', '1', ' ', '\n', 'é', '\u0001', 'null'));
+  let refused = 0;
+  fc.assert(
+    fc.property(fc.array(edit, { minLength: 1, maxLength: 3 }), (edits) => {
+      let text = realistic;
+      for (const [op, f, ch] of edits) {
+        const at = Math.floor(f * text.length);
+        text = op === 'replace' ? text.slice(0, at) + ch + text.slice(at + 1) : op === 'insert' ? text.slice(0, at) + ch + text.slice(at) : text.slice(0, at) + text.slice(at + 1);
+      }
+      let nb: Notebook;
+      try {
+        nb = parseNotebook(text);
+      } catch (e) {
+        refused++;
+        assert.ok(e instanceof NotebookFormatError, String(e));
+        assert.match(e.message, /The file was not changed\./);
+        if (/^Not valid JSON/.test(e.message)) {
+          assert.ok(e.line! >= 1 && e.line! <= text.split('\n').length, e.message);
+          assert.match(e.message, /^Not valid JSON at line \d+, column \d+: /);
+          const v8 = v8Line(text);
+          if (v8 !== undefined) assert.equal(e.line, v8, `same line as V8 says (${e.message})`);
+        } else {
+          assert.ok(Array.isArray(e.path), e.message);
+        }
+        return;
+      }
+      // It parsed (an edit inside a string): then it is a whole notebook that round-trips.
+      assert.equal(nb.cells.length, 3);
+      assert.deepStrictEqual(parseNotebook(serializeNotebook(nb)), nb);
+    }),
+    { numRuns: 500 },
+  );
+  assert.ok(refused > 100, `most random edits break the file (${refused})`);
+});
+
+test('specific corruptions name what is wrong and the line', () => {
+  let e = expectFormatError('{\n  "inflab": 1,\n  "cells": [\n    {"kind": "code",, "language": "inflab", "source": []}\n  ]\n}\n');
+  assert.equal(e.line, 4);
+  assert.match(e.message, /line 4, column 21: expected a "quoted" property name, found ","/);
+  e = expectFormatError('{\n  "inflab": 1,\n  "cells": [\n    {"kind": "code", "language": "inflab", "source": ["a\nb"]}\n  ]\n}\n');
+  assert.equal(e.line, 4);
+  assert.match(e.message, /raw control character/);
+  e = expectFormatError('{"inflab": 1, "cells": []}\n{"inflab": 1, "cells": []}\n');
+  assert.equal(e.line, 2);
+  assert.match(e.message, /unexpected text after the end of the notebook/);
+  e = expectFormatError('{"inflab": 1, "cells": [tru]}');
+  assert.match(e.message, /expected a value/);
+  e = expectFormatError('\u0000\u0000\u0000\u0000');
+  assert.equal(e.line, 1);
+  // Deeper nesting than any scanner's stack: still a NotebookFormatError.
+  e = expectFormatError('['.repeat(200_000));
+  assert.equal(e.line, 1);
+});
+
+/** A random wrong-shape mutation of a valid file object, and where it was made. */
+const schemaBreak = fc.constantFrom(
+  (f: any) => ((f.cells[1].source = 'setup: day4'), ['cells', 1, 'source']),
+  (f: any) => ((f.cells[1].source[2] = 7), ['cells', 1, 'source', 2]),
+  (f: any) => ((f.cells[2].kind = 'python'), ['cells', 2, 'kind']),
+  (f: any) => (delete f.cells[0].language, ['cells', 0, 'language']),
+  (f: any) => ((f.cells[2].outputs[0].items[1].mime = 3), ['cells', 2, 'outputs', 0, 'items', 1, 'mime']),
+  (f: any) => (delete f.cells[2].outputs[0].items[0].data, ['cells', 2, 'outputs', 0, 'items', 0, 'data']),
+  (f: any) => ((f.cells[1].lastRun.executionOrder = 'one'), ['cells', 1, 'lastRun', 'executionOrder']),
+  (f: any) => ((f.cells[1].extra = true), ['cells', 1, 'extra']),
+  (f: any) => ((f.cellz = f.cells), delete f.cells, ['cells']), // the missing key is reported first
+  (f: any) => ((f.cells = {}), ['cells']),
+  (f: any) => ((f.inflab = 'one'), ['inflab']),
+  (f: any) => ((f.inflab = 0), ['inflab']),
+  (f: any) => (delete f.inflab, ['inflab']),
+  (f: any) => ((f.metadata = []), ['metadata']),
+);
+
+test('wrong schema: the error names the JSON path and the line that holds it', () => {
+  fc.assert(
+    fc.property(schemaBreak, fc.boolean(), (brk, pretty) => {
+      const file = JSON.parse(realistic);
+      const wantPath = brk(file) as (string | number)[];
+      const text = pretty ? JSON.stringify(file, null, 2) : JSON.stringify(file);
+      const e = expectFormatError(text);
+      assert.match(e.message, /^Not a valid \.inflab notebook: at /);
+      // The first problem zod reports may be the one we made or (for a removed key) the same path.
+      assert.deepStrictEqual(e.path, wantPath, e.message);
+      const shown = wantPath.map((p, k) => (typeof p === 'number' ? `[${p}]` : k ? `.${p}` : p)).join('');
+      assert.ok(e.message.includes(`at ${shown} (line ${e.line})`), e.message);
+      const last = wantPath[wantPath.length - 1];
+      const lineText = text.split('\n')[e.line! - 1];
+      if (pretty && typeof last === 'string' && !(file && lineText === undefined)) {
+        // A missing key's line is its parent's; a present one's line holds the key.
+        let parent: any = file;
+        for (const seg of wantPath.slice(0, -1)) parent = parent?.[seg];
+        const present = parent && typeof parent === 'object' && Object.prototype.hasOwnProperty.call(parent, last);
+        if (present) assert.ok(lineText.includes(`"${last}"`), `line ${e.line} (${lineText}) holds "${last}"`);
+      }
+    }),
+    { numRuns: 100 },
+  );
+});
+
+test('a future format version is refused with the version and what to do', () => {
+  fc.assert(
+    fc.property(fc.integer({ min: FORMAT_VERSION + 1, max: 1_000_000 }), fc.boolean(), (v, extraFields) => {
+      const text = JSON.stringify({ inflab: v, cells: extraFields ? [{ kind: 'code', language: 'inflab', source: ['x'], newThing: { a: 1 } }] : [], future: extraFields }, null, 2);
+      const e = expectFormatError(text);
+      assert.match(e.message, new RegExp(`format version ${v}, newer than this InfLab understands \\(version ${FORMAT_VERSION}\\)\\. Update the InfLab extension`));
+      assert.equal(e.line, 2);
+    }),
+    { numRuns: 50 },
+  );
+});
