@@ -1,0 +1,690 @@
+/**
+ * A discrete-event model of a vLLM V1 engine: continuous batching under max_num_seqs and a per-step
+ * token budget (max_num_batched_tokens, chunked prefill), block-level KV accounting (16-token
+ * blocks) with preemption by recompute, a prefix cache on full blocks with LRU eviction, and a step
+ * time from physics:
+ *
+ *   memory  = (W + kv_bytes_per_token · Σ context of every scheduled request) / bandwidth
+ *   compute = (2 · active_params · Σ scheduled tokens + attention FLOPs) / (peak · prefill_mfu)
+ *   step    = max(memory, compute) + step_overhead
+ *
+ * attention FLOPs for a chunk of n tokens starting at position s = 4 · layers · heads · head_dim ·
+ * Σ_{i<n} (s + i + 1) (QKᵀ and AV, causal). A batch-1 decode step is therefore the decode floor
+ * W / BW (plus one request's KV) plus the overhead: 8.03 + 3.27 = 11.3 ms for Qwen3-8B on an A100.
+ *
+ * The engine has no clock of its own: `now` is virtual seconds, advanced by each step. The
+ * prediction drives it as fast as it can (virtual time); the HTTP server drives it against the
+ * wall clock (tokens leave at the simulated step end, divided by a speed factor).
+ */
+import type { Setup } from '../engine/types';
+import { computePeak, kvBytesPerToken, weightsReadPerStep } from '../physics';
+import { BLOCK_SIZE, kvPool, type KvPool } from '../physics/kvPool';
+import { mulberry32 } from './rng';
+
+/** Defaults, stated in every output that uses them. */
+export const ENGINE_DEFAULTS = {
+  maxNumSeqs: 256,
+  maxNumBatchedTokens: 8192,
+  prefixCaching: true,
+  /** Fraction of the dense peak the prefill matmuls reach. */
+  prefillMfu: 0.6,
+  /** Per-step scheduler, sampler and launch overhead: the real lab's 11.3 ms batch-1 step − 8.03 ms floor. */
+  stepOverheadS: 0.00327,
+  gpuMemoryUtilization: 0.9,
+  /** Mean of the sampled output length (geometric) when a request does not set ignore_eos. */
+  eosMeanTokens: 256,
+  seed: 0,
+} as const;
+
+export interface EngineOptions {
+  setup: Setup;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  /** Default: setup.server.max_model_len, else the model's max_position_embeddings. */
+  maxModelLen?: number;
+  prefixCaching?: boolean;
+  prefillMfu?: number;
+  stepOverheadS?: number;
+  gpuMemoryUtilization?: number;
+  /** Override the pool size in 16-token blocks (default: the kv-pool prediction). */
+  numGpuBlocks?: number;
+  eosMeanTokens?: number;
+  seed?: number;
+}
+
+export interface EngineConfig {
+  setup: Setup;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  maxModelLen: number;
+  prefixCaching: boolean;
+  prefillMfu: number;
+  stepOverheadS: number;
+  gpuMemoryUtilization: number;
+  numGpuBlocks: number;
+  eosMeanTokens: number;
+  seed: number;
+  blockSize: number;
+  pool: KvPool;
+  /** Bytes of weights one step reads. */
+  weightsBytes: number;
+  kvBytesPerToken: number;
+  bandwidth: number;
+  peak: number;
+  /** 2 · active params */
+  flopsPerToken: number;
+  /** 4 · layers · heads · head_dim */
+  attnFlopsPerPair: number;
+  vocab: number;
+}
+
+function knob(v: unknown): number | undefined {
+  if (typeof v === 'number') return v;
+  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number') return (v as { value: number }).value;
+  return undefined;
+}
+
+/** Fill every option from the setup (its server knobs) and the defaults. */
+export function resolveEngineConfig(opts: EngineOptions): EngineConfig {
+  const { setup } = opts;
+  const srv = setup.server ?? {};
+  const util = opts.gpuMemoryUtilization ?? knob(srv.gpu_memory_utilization) ?? ENGINE_DEFAULTS.gpuMemoryUtilization;
+  const maxModelLen = Math.floor(opts.maxModelLen ?? knob(srv.max_model_len) ?? setup.model.maxPosition);
+  const pool = kvPool(setup, { gpuMemoryUtilization: util, maxModelLen });
+  const m = setup.model;
+  const cfg: EngineConfig = {
+    setup,
+    maxNumSeqs: Math.floor(opts.maxNumSeqs ?? knob(srv.max_num_seqs) ?? ENGINE_DEFAULTS.maxNumSeqs),
+    maxNumBatchedTokens: Math.floor(opts.maxNumBatchedTokens ?? knob(srv.max_num_batched_tokens) ?? ENGINE_DEFAULTS.maxNumBatchedTokens),
+    maxModelLen,
+    prefixCaching: opts.prefixCaching ?? (typeof srv.prefix_caching === 'boolean' ? srv.prefix_caching : ENGINE_DEFAULTS.prefixCaching),
+    prefillMfu: opts.prefillMfu ?? ENGINE_DEFAULTS.prefillMfu,
+    stepOverheadS: opts.stepOverheadS ?? ENGINE_DEFAULTS.stepOverheadS,
+    gpuMemoryUtilization: util,
+    numGpuBlocks: Math.floor(opts.numGpuBlocks ?? pool.blocks),
+    eosMeanTokens: opts.eosMeanTokens ?? ENGINE_DEFAULTS.eosMeanTokens,
+    seed: opts.seed ?? ENGINE_DEFAULTS.seed,
+    blockSize: BLOCK_SIZE,
+    pool,
+    weightsBytes: weightsReadPerStep(m, setup.weights),
+    kvBytesPerToken: kvBytesPerToken(m, setup.kvCache),
+    bandwidth: setup.gpu.bandwidth,
+    peak: computePeak(setup.gpu, setup.weights),
+    flopsPerToken: 2 * m.params.active,
+    attnFlopsPerPair: 4 * m.layers * m.heads * m.headDim,
+    vocab: m.vocab,
+  };
+  if (!(cfg.prefillMfu > 0 && cfg.prefillMfu <= 1)) throw new RangeError(`prefill_mfu must be in (0, 1], got ${cfg.prefillMfu}: write e.g. prefill_mfu: 0.6`);
+  if (!(cfg.stepOverheadS >= 0)) throw new RangeError(`step_overhead must be ≥ 0, got ${cfg.stepOverheadS}`);
+  if (!(cfg.maxNumSeqs >= 1)) throw new RangeError(`max_num_seqs must be ≥ 1, got ${cfg.maxNumSeqs}`);
+  if (!(cfg.maxNumBatchedTokens >= 1)) throw new RangeError(`max_num_batched_tokens must be ≥ 1, got ${cfg.maxNumBatchedTokens}`);
+  if (!(cfg.numGpuBlocks >= 1)) throw new RangeError(`the KV pool holds no block (${cfg.numGpuBlocks}): the weights do not leave room on ${setup.gpu.id}`);
+  return cfg;
+}
+
+export type FinishReason = 'length' | 'stop' | 'abort';
+
+export interface AddRequest {
+  /** Default: "req-N". */
+  id?: string;
+  prompt: ArrayLike<number>;
+  maxTokens: number;
+  minTokens?: number;
+  ignoreEos?: boolean;
+  /** Virtual arrival time, s (default: the engine's now). */
+  arrival?: number;
+}
+
+export class SimRequest {
+  readonly prompt: ArrayLike<number>;
+  readonly numPrompt: number;
+  readonly output: number[] = [];
+  /** Output length at which EOS is sampled (Infinity with ignore_eos). */
+  readonly eosAt: number;
+  status: 'waiting' | 'running' | 'finished' = 'waiting';
+  numComputed = 0;
+  blocks: number[] = [];
+  /** Hashes of the full blocks known so far (prefix caching on). */
+  blockHashes: number[] = [];
+  /** Number of this request's full blocks already offered to the cache. */
+  numCachedBlocks = 0;
+  /** Prompt tokens served from the prefix cache at the first scheduling. */
+  cachedTokens = 0;
+  firstScheduled = NaN;
+  firstTokenTime = NaN;
+  finishTime = NaN;
+  finishReason?: FinishReason;
+  numPreemptions = 0;
+  promptCounted = false;
+  /** Free for the caller (the load generator keeps its record here, the server its stream). */
+  tag: unknown = undefined;
+  constructor(
+    readonly id: string,
+    prompt: ArrayLike<number>,
+    readonly maxTokens: number,
+    readonly minTokens: number,
+    readonly ignoreEos: boolean,
+    readonly arrival: number,
+    eosAt: number,
+  ) {
+    this.prompt = prompt;
+    this.numPrompt = prompt.length;
+    this.eosAt = eosAt;
+  }
+  get numTokens(): number {
+    return this.numPrompt + this.output.length;
+  }
+  tokenAt(p: number): number {
+    return p < this.numPrompt ? this.prompt[p] : this.output[p - this.numPrompt];
+  }
+}
+
+export interface TokenEvent {
+  req: SimRequest;
+  token: number;
+  /** True when this token ends the request (req.finishReason says why). */
+  finished: boolean;
+}
+
+export interface StepResult {
+  start: number;
+  duration: number;
+  end: number;
+  numSeqs: number;
+  prefillTokens: number;
+  decodeTokens: number;
+  /** Time the step would take reading only the weights and the decoding requests' KV, s. */
+  decodeMemS: number;
+  /** max(memory, compute) − decodeMemS: what the prefills in this step cost, s. */
+  prefillExtraS: number;
+  overheadS: number;
+  /** Tokens that left this step, in schedule order, at time `end`. */
+  tokens: TokenEvent[];
+  preempted: number;
+  /** Requests in the engine (running + waiting) while the step ran. */
+  inSystem: number;
+  /** Requests dropped because they cannot fit even in an empty pool (finishReason 'abort'). */
+  dropped: SimRequest[];
+}
+
+export interface EngineCounters {
+  prefixQueries: number;
+  prefixHits: number;
+  preemptions: number;
+  promptTokens: number;
+  generationTokens: number;
+  finished: number;
+  steps: number;
+  busyS: number;
+}
+
+/** A FIFO with cheap push, shift and unshift. */
+class Deque<T> {
+  private buf: (T | undefined)[] = new Array(16);
+  private head = 0;
+  length = 0;
+  push(v: T) {
+    if (this.length === this.buf.length) this.grow();
+    this.buf[(this.head + this.length) % this.buf.length] = v;
+    this.length++;
+  }
+  unshift(v: T) {
+    if (this.length === this.buf.length) this.grow();
+    this.head = (this.head - 1 + this.buf.length) % this.buf.length;
+    this.buf[this.head] = v;
+    this.length++;
+  }
+  peek(): T | undefined {
+    return this.length ? this.buf[this.head] : undefined;
+  }
+  shift(): T | undefined {
+    if (!this.length) return undefined;
+    const v = this.buf[this.head];
+    this.buf[this.head] = undefined;
+    this.head = (this.head + 1) % this.buf.length;
+    this.length--;
+    return v;
+  }
+  remove(v: T): boolean {
+    const items = this.toArray();
+    const i = items.indexOf(v);
+    if (i < 0) return false;
+    items.splice(i, 1);
+    this.buf = new Array(Math.max(16, this.buf.length));
+    this.head = 0;
+    this.length = 0;
+    for (const x of items) this.push(x);
+    return true;
+  }
+  toArray(): T[] {
+    const out: T[] = [];
+    for (let i = 0; i < this.length; i++) out.push(this.buf[(this.head + i) % this.buf.length] as T);
+    return out;
+  }
+  private grow() {
+    const items = this.toArray();
+    this.buf = new Array(this.buf.length * 2);
+    this.head = 0;
+    for (let i = 0; i < items.length; i++) this.buf[i] = items[i];
+  }
+}
+
+/** Hash of a full block: (parent hash, 16 token ids) → a 53-bit integer (two 32-bit FNV-style lanes). */
+function blockHash(parent: number, req: SimRequest, start: number, size: number): number {
+  let h1 = (2166136261 ^ (parent >>> 0)) >>> 0;
+  let h2 = (0x9e3779b9 ^ Math.floor(parent / 4294967296)) >>> 0;
+  for (let i = 0; i < size; i++) {
+    const t = req.tokenAt(start + i) | 0;
+    h1 = Math.imul(h1 ^ t, 16777619);
+    h2 = Math.imul(h2 ^ t, 0x85ebca6b) ^ (h2 >>> 13);
+  }
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35);
+  return (h1 >>> 0) * 2097152 + ((h2 >>> 0) >>> 11);
+}
+
+/**
+ * The engine. `add` queues a request, `step` runs one scheduler iteration and advances `now` by the
+ * step's duration; `advanceTo` moves an idle engine's clock forward (to the next arrival).
+ */
+export class SimEngine {
+  readonly cfg: EngineConfig;
+  now = 0;
+  readonly running: SimRequest[] = [];
+  private readonly waitingQ = new Deque<SimRequest>();
+  private readonly byId = new Map<string, SimRequest>();
+  private nextId = 0;
+  private readonly rand: () => number;
+
+  // Block pool: refcounts, cached hashes (NaN = none), and a doubly linked free list in LRU order.
+  private readonly refcnt: Int32Array;
+  private readonly hashOfBlock: Float64Array;
+  private readonly prev: Int32Array;
+  private readonly next: Int32Array;
+  private freeHead = -1;
+  private freeTail = -1;
+  private freeCount = 0;
+  private readonly cache = new Map<number, number>();
+
+  readonly counters: EngineCounters = { prefixQueries: 0, prefixHits: 0, preemptions: 0, promptTokens: 0, generationTokens: 0, finished: 0, steps: 0, busyS: 0 };
+  /** (queried, hit) tokens of the last 1,000 scheduled requests, for the rolling hit rate vLLM logs. */
+  private readonly recentQ = new Float64Array(1000);
+  private readonly recentH = new Float64Array(1000);
+  private recentN = 0;
+  private recentSumQ = 0;
+  private recentSumH = 0;
+
+  // Scratch arrays for one step.
+  private sReq: SimRequest[] = [];
+  private sNew: number[] = [];
+  private sStart: number[] = [];
+
+  constructor(opts: EngineOptions | EngineConfig) {
+    this.cfg = 'pool' in opts && 'bandwidth' in opts ? (opts as EngineConfig) : resolveEngineConfig(opts as EngineOptions);
+    const n = this.cfg.numGpuBlocks;
+    this.refcnt = new Int32Array(n);
+    this.hashOfBlock = new Float64Array(n).fill(NaN);
+    this.prev = new Int32Array(n);
+    this.next = new Int32Array(n);
+    for (let b = 0; b < n; b++) this.freeAppend(b);
+    this.rand = mulberry32(this.cfg.seed ^ 0x5eed);
+  }
+
+  get waiting(): number {
+    return this.waitingQ.length;
+  }
+  get numRunning(): number {
+    return this.running.length;
+  }
+  hasWork(): boolean {
+    return this.running.length > 0 || this.waitingQ.length > 0;
+  }
+  /** Fraction of the pool's blocks in use (cached free blocks count as free, as in vLLM). */
+  get kvUsage(): number {
+    return 1 - this.freeCount / this.cfg.numGpuBlocks;
+  }
+  get freeBlocks(): number {
+    return this.freeCount;
+  }
+  /** Prefix hit rate over the last 1,000 scheduled requests (what vLLM's stats line shows). */
+  get rollingHitRate(): number {
+    return this.recentSumQ > 0 ? this.recentSumH / this.recentSumQ : 0;
+  }
+  get(id: string): SimRequest | undefined {
+    return this.byId.get(id);
+  }
+
+  /** Move an idle engine's clock forward (never back). */
+  advanceTo(t: number) {
+    if (t > this.now) this.now = t;
+  }
+
+  /** Sampled output length at which EOS appears: geometric with the configured mean, at least 1. */
+  private sampleEos(): number {
+    const p = 1 / Math.max(1, this.cfg.eosMeanTokens);
+    return 1 + Math.floor(Math.log(1 - this.rand()) / Math.log(1 - p + 1e-12));
+  }
+
+  add(r: AddRequest): SimRequest {
+    const id = r.id ?? `req-${this.nextId++}`;
+    if (this.byId.has(id)) throw new Error(`request id ${id} is already in the engine`);
+    if (r.prompt.length < 1) throw new RangeError('a request needs at least one prompt token');
+    const maxTokens = Math.max(1, Math.floor(r.maxTokens));
+    const minTokens = Math.max(0, Math.floor(r.minTokens ?? 0));
+    const eos = r.ignoreEos ? Infinity : Math.max(minTokens, this.sampleEos());
+    const req = new SimRequest(id, r.prompt, maxTokens, minTokens, !!r.ignoreEos, r.arrival ?? this.now, eos);
+    if (this.cfg.prefixCaching) {
+      const full = Math.floor(req.numPrompt / BLOCK_SIZE);
+      let parent = 0;
+      for (let b = 0; b < full; b++) {
+        parent = blockHash(parent, req, b * BLOCK_SIZE, BLOCK_SIZE);
+        req.blockHashes.push(parent);
+      }
+    }
+    this.byId.set(id, req);
+    this.waitingQ.push(req);
+    return req;
+  }
+
+  /** Remove a request (client went away). Its blocks return to the pool. */
+  abort(id: string): boolean {
+    const req = this.byId.get(id);
+    if (!req || req.status === 'finished') return false;
+    if (req.status === 'running') {
+      const i = this.running.indexOf(req);
+      if (i >= 0) this.running.splice(i, 1);
+    } else this.waitingQ.remove(req);
+    this.freeRequestBlocks(req);
+    req.status = 'finished';
+    req.finishReason = 'abort';
+    req.finishTime = this.now;
+    this.byId.delete(id);
+    return true;
+  }
+
+  // ---- block pool ----
+  private freeAppend(b: number) {
+    this.prev[b] = this.freeTail;
+    this.next[b] = -1;
+    if (this.freeTail >= 0) this.next[this.freeTail] = b;
+    else this.freeHead = b;
+    this.freeTail = b;
+    this.freeCount++;
+  }
+  private freeRemove(b: number) {
+    const p = this.prev[b];
+    const n = this.next[b];
+    if (p >= 0) this.next[p] = n;
+    else this.freeHead = n;
+    if (n >= 0) this.prev[n] = p;
+    else this.freeTail = p;
+    this.freeCount--;
+  }
+  /** Take the least recently freed block, evicting its cached hash. */
+  private takeFree(): number {
+    const b = this.freeHead;
+    this.freeRemove(b);
+    const h = this.hashOfBlock[b];
+    if (h === h) {
+      if (this.cache.get(h) === b) this.cache.delete(h);
+      this.hashOfBlock[b] = NaN;
+    }
+    this.refcnt[b] = 1;
+    return b;
+  }
+  private allocate(req: SimRequest, n: number): boolean {
+    const need = Math.ceil((req.numComputed + n) / BLOCK_SIZE) - req.blocks.length;
+    if (need <= 0) return true;
+    if (need > this.freeCount) return false;
+    for (let k = 0; k < need; k++) req.blocks.push(this.takeFree());
+    return true;
+  }
+  private freeRequestBlocks(req: SimRequest) {
+    // Tail blocks first into the free list, so they are evicted before the shared prefix.
+    for (let i = req.blocks.length - 1; i >= 0; i--) {
+      const b = req.blocks[i];
+      if (--this.refcnt[b] === 0) {
+        if (!this.cfg.prefixCaching) this.hashOfBlock[b] = NaN;
+        this.freeAppend(b);
+      }
+    }
+    req.blocks = [];
+    req.numCachedBlocks = 0;
+  }
+  /** Offer a request's newly full blocks to the prefix cache. */
+  private cacheFullBlocks(req: SimRequest) {
+    const full = Math.min(Math.floor(req.numComputed / BLOCK_SIZE), req.blocks.length);
+    for (let b = req.numCachedBlocks; b < full; b++) {
+      while (req.blockHashes.length <= b) {
+        const k = req.blockHashes.length;
+        req.blockHashes.push(blockHash(k ? req.blockHashes[k - 1] : 0, req, k * BLOCK_SIZE, BLOCK_SIZE));
+      }
+      const h = req.blockHashes[b];
+      const blk = req.blocks[b];
+      if (!this.cache.has(h) && this.hashOfBlock[blk] !== this.hashOfBlock[blk]) {
+        this.cache.set(h, blk);
+        this.hashOfBlock[blk] = h;
+      }
+    }
+    if (full > req.numCachedBlocks) req.numCachedBlocks = full;
+  }
+
+  private preempt(req: SimRequest) {
+    this.freeRequestBlocks(req);
+    req.numComputed = 0;
+    req.status = 'waiting';
+    req.numPreemptions++;
+    this.counters.preemptions++;
+    this.waitingQ.unshift(req);
+  }
+
+  private recordQuery(q: number, h: number) {
+    const i = this.recentN % 1000;
+    if (this.recentN >= 1000) {
+      this.recentSumQ -= this.recentQ[i];
+      this.recentSumH -= this.recentH[i];
+    }
+    this.recentQ[i] = q;
+    this.recentH[i] = h;
+    this.recentSumQ += q;
+    this.recentSumH += h;
+    this.recentN++;
+    this.counters.prefixQueries += q;
+    this.counters.prefixHits += h;
+  }
+
+  /** One scheduler iteration. Returns undefined when there is nothing to run. */
+  step(): StepResult | undefined {
+    if (!this.hasWork()) return undefined;
+    const cfg = this.cfg;
+    const inSystem = this.running.length + this.waitingQ.length;
+    let budget = cfg.maxNumBatchedTokens;
+    const sReq = this.sReq;
+    const sNew = this.sNew;
+    const sStart = this.sStart;
+    let ns = 0;
+    let preempted = 0;
+
+    // 1. Running requests, in order: decodes and unfinished chunked prefills.
+    for (let i = 0; i < this.running.length && budget > 0; ) {
+      const r = this.running[i];
+      let n = r.numTokens - r.numComputed;
+      if (n > budget) n = budget;
+      let ok = true;
+      while (!this.allocate(r, n)) {
+        const victim = this.running.pop()!;
+        this.preempt(victim);
+        preempted++;
+        if (victim === r) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) break;
+      sReq[ns] = r;
+      sNew[ns] = n;
+      sStart[ns] = r.numComputed;
+      ns++;
+      budget -= n;
+      i++;
+    }
+
+    // 2. Waiting requests (none when this step preempted), while the budget, the pool and max_num_seqs allow.
+    if (!preempted) {
+      while (this.waitingQ.length && budget > 0 && this.running.length < cfg.maxNumSeqs) {
+        const r = this.waitingQ.peek()!;
+        // Prefix-cache lookup on full blocks; at least the last token is always computed.
+        let hitBlocks = 0;
+        let touchFree = 0;
+        if (cfg.prefixCaching) {
+          const maxHit = Math.floor((r.numTokens - 1) / BLOCK_SIZE);
+          while (r.blockHashes.length < maxHit) {
+            const k = r.blockHashes.length;
+            r.blockHashes.push(blockHash(k ? r.blockHashes[k - 1] : 0, r, k * BLOCK_SIZE, BLOCK_SIZE));
+          }
+          for (; hitBlocks < maxHit; hitBlocks++) {
+            const b = this.cache.get(r.blockHashes[hitBlocks]);
+            if (b === undefined) break;
+            if (this.refcnt[b] === 0) touchFree++;
+          }
+        }
+        const computed = hitBlocks * BLOCK_SIZE;
+        let n = r.numTokens - computed;
+        if (n > budget) n = budget;
+        const need = Math.ceil((computed + n) / BLOCK_SIZE) - hitBlocks;
+        if (need > this.freeCount - touchFree) break;
+        for (let k = 0; k < hitBlocks; k++) {
+          const b = this.cache.get(r.blockHashes[k])!;
+          if (this.refcnt[b] === 0) this.freeRemove(b);
+          this.refcnt[b]++;
+          r.blocks.push(b);
+        }
+        r.numComputed = computed;
+        r.numCachedBlocks = hitBlocks;
+        for (let k = 0; k < need; k++) r.blocks.push(this.takeFree());
+        if (cfg.prefixCaching) this.recordQuery(r.numTokens, computed);
+        if (r.firstScheduled !== r.firstScheduled) {
+          r.firstScheduled = this.now;
+          r.cachedTokens = computed;
+        }
+        this.waitingQ.shift();
+        r.status = 'running';
+        this.running.push(r);
+        sReq[ns] = r;
+        sNew[ns] = n;
+        sStart[ns] = computed;
+        ns++;
+        budget -= n;
+      }
+    }
+
+    // A request that cannot fit even in an empty pool would wait forever: drop it.
+    const dropped: SimRequest[] = [];
+    if (ns === 0 && this.running.length === 0 && this.waitingQ.length) {
+      const r = this.waitingQ.peek()!;
+      this.abort(r.id);
+      dropped.push(r);
+    }
+
+    // 3. Step time from physics.
+    let ctxAll = 0;
+    let ctxDecode = 0;
+    let tokens = 0;
+    let attnPairs = 0;
+    let prefillTokens = 0;
+    let decodeTokens = 0;
+    for (let k = 0; k < ns; k++) {
+      const n = sNew[k];
+      const s = sStart[k];
+      ctxAll += s + n;
+      tokens += n;
+      attnPairs += n * s + (n * (n + 1)) / 2;
+      if (n === 1 && s >= sReq[k].numPrompt) {
+        decodeTokens++;
+        ctxDecode += s + 1;
+      } else prefillTokens += n;
+    }
+    const memS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxAll) / cfg.bandwidth;
+    const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
+    const core = memS > compS ? memS : compS;
+    const decodeMemS = decodeTokens ? (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth : 0;
+    const duration = ns ? core + cfg.stepOverheadS : 0;
+    const start = this.now;
+    const end = start + duration;
+    this.now = end;
+    this.counters.steps++;
+    this.counters.busyS += duration;
+
+    // 4. Commit: advance computed tokens, sample where a request has computed all its tokens.
+    const out: TokenEvent[] = [];
+    let anyFinished = false;
+    for (let k = 0; k < ns; k++) {
+      const r = sReq[k];
+      r.numComputed += sNew[k];
+      if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BLOCK_SIZE) this.cacheFullBlocks(r);
+      if (r.numComputed < r.numTokens) continue;
+      const tok = this.sampleToken();
+      if (r.output.length === 0) {
+        r.firstTokenTime = end;
+      }
+      if (!r.promptCounted) {
+        r.promptCounted = true;
+        this.counters.promptTokens += r.numPrompt;
+      }
+      r.output.push(tok);
+      this.counters.generationTokens++;
+      const len = r.output.length;
+      let reason: FinishReason | undefined;
+      if (len >= r.maxTokens || r.numTokens >= cfg.maxModelLen) reason = 'length';
+      else if (len >= r.eosAt) reason = 'stop';
+      if (reason) {
+        r.finishReason = reason;
+        r.finishTime = end;
+        r.status = 'finished';
+        anyFinished = true;
+        this.counters.finished++;
+        this.freeRequestBlocks(r);
+        this.byId.delete(r.id);
+      }
+      out.push({ req: r, token: tok, finished: !!reason });
+    }
+    if (anyFinished) {
+      let w = 0;
+      for (let i = 0; i < this.running.length; i++) {
+        const r = this.running[i];
+        if (r.status !== 'finished') this.running[w++] = r;
+      }
+      this.running.length = w;
+    }
+    for (let k = 0; k < ns; k++) sReq[k] = undefined as unknown as SimRequest;
+
+    return {
+      start,
+      duration,
+      end,
+      numSeqs: ns,
+      prefillTokens,
+      decodeTokens,
+      decodeMemS,
+      prefillExtraS: ns ? core - decodeMemS : 0,
+      overheadS: ns ? cfg.stepOverheadS : 0,
+      tokens: out,
+      preempted,
+      inSystem,
+      dropped,
+    };
+  }
+
+  /** Output token ids: lower-case letters and spaces, so the trivial tokenizer gives readable text. */
+  private sampleToken(): number {
+    const x = this.rand();
+    return x < 0.17 ? 32 : 97 + Math.floor(((x - 0.17) / 0.83) * 26);
+  }
+
+  /** Time of a batch-1 decode step at the given context (s): what the step formula gives. */
+  decodeStepTime(context: number, batch = 1): number {
+    const c = this.cfg;
+    const mem = (c.weightsBytes + c.kvBytesPerToken * context * batch) / c.bandwidth;
+    const comp = (c.flopsPerToken * batch + c.attnFlopsPerPair * context * batch) / (c.peak * c.prefillMfu);
+    return Math.max(mem, comp) + c.stepOverheadS;
+  }
+}

@@ -1,0 +1,29 @@
+/** Small seeded generators for the simulator: deterministic across runs and platforms. */
+
+/** mulberry32: a fast 32-bit generator; returns floats in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A 32-bit seed from any number or string. */
+export function seedOf(v: number | string): number {
+  const s = String(v);
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 16777619);
+  }
+  return h >>> 0;
+}
+
+/** Exponential variate with the given mean. */
+export function expVariate(rand: () => number, mean: number): number {
+  return -Math.log(1 - rand()) * mean;
+}
