@@ -18,6 +18,7 @@ export type DimName =
   | 'token_rate'
   | 'requests'
   | 'request_rate'
+  | 'intensity'
   | 'ratio';
 
 export const DIMS: Record<DimName, Dims> = {
@@ -30,6 +31,7 @@ export const DIMS: Record<DimName, Dims> = {
   token_rate: { token: 1, s: -1 },
   requests: { request: 1 },
   request_rate: { request: 1, s: -1 },
+  intensity: { flop: 1, byte: -1 },
   ratio: {},
 };
 
@@ -44,6 +46,7 @@ export const DIM_HELP: Record<DimName, { noun: string; example: string }> = {
   token_rate: { noun: 'a token rate', example: '88.4 tok/s' },
   requests: { noun: 'a request count', example: '200 requests' },
   request_rate: { noun: 'a request rate', example: '4 req/s' },
+  intensity: { noun: 'an arithmetic intensity', example: '153 FLOP/byte' },
   ratio: { noun: 'a percentage', example: '90%' },
 };
 
@@ -78,6 +81,7 @@ def('bytes', GiB, 'GiB');
 def('bytes', 2 ** 40, 'TiB');
 def('bandwidth', 1, 'B/s');
 def('bandwidth', 1e3, 'KB/s', 'kB/s');
+def('bandwidth', 2 ** 10, 'KiB/s');
 def('bandwidth', 1e6, 'MB/s');
 def('bandwidth', 1e9, 'GB/s');
 def('bandwidth', 1e12, 'TB/s');
@@ -86,8 +90,8 @@ def('bandwidth', GiB, 'GiB/s');
 def('bandwidth', 2 ** 40, 'TiB/s');
 def('compute', 1, 'FLOP/s', 'FLOPS', 'flop/s');
 def('compute', 1e9, 'GFLOP/s', 'GFLOPS');
-def('compute', 1e12, 'TFLOP/s', 'TFLOPS', 'TFLOPs', 'tflops', 'TFlops');
-def('compute', 1e15, 'PFLOP/s', 'PFLOPS');
+def('compute', 1e12, 'TFLOP/s', 'TFLOPS', 'TFLOPs', 'tflops', 'TFlops', 'TOPS', 'TOP/s');
+def('compute', 1e15, 'PFLOP/s', 'PFLOPS', 'POPS', 'POP/s');
 def('flops', 1, 'FLOP', 'flop');
 def('flops', 1e9, 'GFLOP');
 def('flops', 1e12, 'TFLOP');
@@ -99,9 +103,12 @@ def('time', 1e-9, 'ns');
 def('time', 60, 'min', 'mins', 'minute', 'minutes');
 def('time', 3600, 'h', 'hour', 'hours');
 def('tokens', 1, 'tokens', 'token', 'tok', 'toks');
-def('token_rate', 1, 'tok/s', 'tokens/s', 'token/s', 'tps');
+def('token_rate', 1, 'tok/s', 'tokens/s', 'token/s', 'tps', 'tokens per second', 'tok/sec', 'tokens/sec');
+def('token_rate', 1 / 60, 'tok/min', 'tokens/min');
 def('requests', 1, 'requests', 'request', 'req', 'reqs');
-def('request_rate', 1, 'req/s', 'requests/s', 'request/s', 'rps');
+def('request_rate', 1, 'req/s', 'requests/s', 'request/s', 'rps', 'requests per second', 'req/sec');
+def('request_rate', 1 / 60, 'req/min', 'requests/min', 'rpm');
+def('intensity', 1, 'FLOP/byte', 'FLOP/B', 'FLOPs/byte', 'flop/byte', 'flop/B');
 def('ratio', 0.01, '%', 'percent');
 
 const NUMBER = /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?\.\d+)\s*([kKM])?(?![a-zA-Z])/;
@@ -155,6 +162,8 @@ export function parseQuantity(text: string | number, opts: ParseOptions): ParseR
   if (rest === '') return bareNumber(value, s, opts);
   const u = U[rest] ?? U[rest.replace(/\s+/g, '')] ?? caseInsensitive(rest);
   if (!u) {
+    const amb = ambiguousByteUnit(rest);
+    if (amb) return { ok: false, message: `"${rest}" in "${s}" is ambiguous: ${amb}` };
     const known = want.flatMap((d) => unitsOf(d)).join(', ');
     return { ok: false, message: `unknown unit "${rest}" in "${s}"; use one of: ${known}` };
   }
@@ -165,6 +174,22 @@ export function parseQuantity(text: string | number, opts: ParseOptions): ParseR
     };
   }
   return { ok: true, dim: u.dim, quantity: { value: value * u.factor, dims: DIMS[u.dim], unit: u.canonical } };
+}
+
+/**
+ * "gb", "Gb", "gib", "GIB": a size whose case cannot be trusted. Say which two units exist instead of
+ * guessing (GB is 10^9 bytes, GiB 2^30; a lowercase b is bits).
+ */
+function ambiguousByteUnit(rest: string): string | undefined {
+  const m = /^([kKmMgGtT])(i?)([bB])(\/s)?$/i.exec(rest.replace(/\s+/g, ''));
+  if (!m) return undefined;
+  const p = m[1].toUpperCase();
+  const per = m[4] ? '/s' : '';
+  const dec = `${p}B${per}`;
+  const bin = `${p}iB${per}`;
+  const pow = { K: ['10^3', '2^10'], M: ['10^6', '2^20'], G: ['10^9', '2^30'], T: ['10^12', '2^40'] }[p]!;
+  const bits = m[3] === 'b' ? ' (a lowercase b means bits)' : '';
+  return `write "${dec}" (${pow[0]} bytes${per}) or "${bin}" (${pow[1]} bytes${per})${bits}`;
 }
 
 function caseInsensitive(rest: string): UnitDef | undefined {
@@ -267,6 +292,7 @@ export function fmtBytes(bytes: number, digits = 2): string {
   if (a >= 1e12) return `${fmtIn(bytes, 'TB', digits)} (${fmtIn(bytes, 'TiB', digits)})`;
   if (a >= 1e9) return `${fmtIn(bytes, 'GB', digits)} (${fmtIn(bytes, 'GiB', digits)})`;
   if (a >= 1e6) return `${fmtIn(bytes, 'MB', digits)} (${fmtIn(bytes, 'MiB', digits)})`;
+  if (a >= 1e4) return `${fmtNum(bytes, 0)} B (${fmtIn(bytes, 'KB', digits)} = ${fmtIn(bytes, 'KiB', digits)})`;
   return `${fmtNum(bytes, 0)} B`;
 }
 
@@ -300,8 +326,10 @@ export function otherUnits(qq: Quantity): string[] {
     tokens: ['tokens'],
     token_rate: ['tok/s'],
     requests: ['requests'],
-    request_rate: ['req/s'],
+    request_rate: ['req/s', 'req/min'],
+    intensity: ['FLOP/byte'],
     ratio: ['%'],
   };
+  if (d === 'ratio') return [fmtIn(qq.value, '%', undefined), `${fmtNum(qq.value, 4)} (fraction)`];
   return pick[d].map((u) => fmtIn(qq.value, u, u === 'B' ? 0 : undefined));
 }

@@ -3,7 +3,11 @@ import type { Gpu } from './types';
 const T = 1e12;
 const GiB = 2 ** 30;
 
-/** Dense (no sparsity) peaks from each vendor's data sheet. "80GB" cards hold 80 GiB. */
+/**
+ * Dense (no sparsity) Tensor Core peaks from each vendor's data sheet, per compute dtype; HBM/GDDR
+ * bandwidth; device memory. Data sheets print sparse peaks first: the dense value is half of it.
+ * "80GB" cards hold 80 GiB (the driver reports 81,920 MiB), so their memory is stored in GiB.
+ */
 export const GPUS: Gpu[] = [
   {
     id: 'a100-sxm4-80gb',
@@ -11,7 +15,7 @@ export const GPUS: Gpu[] = [
     bandwidth: 2039e9,
     memory: 80 * GiB,
     peak: { bf16: 312 * T, fp16: 312 * T, int8: 624 * T },
-    source: 'NVIDIA A100 data sheet (dense Tensor Core peaks)',
+    source: 'NVIDIA A100 data sheet (SXM4 80GB; dense Tensor Core peaks; no native fp8)',
   },
   {
     id: 'a100-pcie-80gb',
@@ -19,7 +23,7 @@ export const GPUS: Gpu[] = [
     bandwidth: 1935e9,
     memory: 80 * GiB,
     peak: { bf16: 312 * T, fp16: 312 * T, int8: 624 * T },
-    source: 'NVIDIA A100 data sheet (dense Tensor Core peaks)',
+    source: 'NVIDIA A100 data sheet (PCIe 80GB; dense Tensor Core peaks; no native fp8)',
   },
   {
     id: 'h100-sxm',
@@ -30,12 +34,20 @@ export const GPUS: Gpu[] = [
     source: 'NVIDIA H100 data sheet (SXM5, dense)',
   },
   {
+    id: 'h100-pcie',
+    name: 'NVIDIA H100 PCIe 80GB',
+    bandwidth: 2000e9,
+    memory: 80 * GiB,
+    peak: { bf16: 756 * T, fp16: 756 * T, fp8: 1513 * T, int8: 1513 * T },
+    source: 'NVIDIA H100 data sheet (PCIe, dense: half the printed sparse 1,513 / 3,026 TFLOPS)',
+  },
+  {
     id: 'h200',
     name: 'NVIDIA H200 SXM 141GB',
     bandwidth: 4800e9,
     memory: 141e9,
     peak: { bf16: 989 * T, fp16: 989 * T, fp8: 1979 * T, int8: 1979 * T },
-    source: 'NVIDIA H200 data sheet (SXM, dense)',
+    source: 'NVIDIA H200 data sheet (SXM, dense; memory as printed, 141 GB)',
   },
   {
     id: 'l40s',
@@ -43,6 +55,46 @@ export const GPUS: Gpu[] = [
     bandwidth: 864e9,
     memory: 48e9,
     peak: { bf16: 362 * T, fp16: 362 * T, fp8: 733 * T, int8: 733 * T },
-    source: 'NVIDIA L40S data sheet (dense)',
+    source: 'NVIDIA L40S data sheet (dense; memory as printed, 48 GB)',
+  },
+  {
+    id: 'a10g',
+    name: 'NVIDIA A10G 24GB',
+    bandwidth: 600e9,
+    memory: 24 * GiB,
+    peak: { bf16: 70 * T, fp16: 70 * T, int8: 140 * T },
+    source: 'AWS EC2 G5 (A10G) published figures; NVIDIA prints no A10G data sheet, and its tensor peaks are below the A10\'s 125 TFLOPS',
+  },
+  {
+    id: 'l4',
+    name: 'NVIDIA L4 24GB',
+    bandwidth: 300e9,
+    memory: 24 * GiB,
+    peak: { bf16: 121 * T, fp16: 121 * T, fp8: 242.5 * T, int8: 242.5 * T },
+    source: 'NVIDIA L4 data sheet (dense: half the printed sparse 242 / 485 TFLOPS)',
+  },
+  {
+    id: 'rtx-4090',
+    name: 'NVIDIA GeForce RTX 4090 24GB',
+    bandwidth: 1008e9,
+    memory: 24 * GiB,
+    peak: { bf16: 165.2 * T, fp16: 165.2 * T, fp8: 330.3 * T, int8: 660.6 * T },
+    source: 'NVIDIA Ada Lovelace architecture whitepaper (RTX 4090, dense, FP32 accumulate as inference kernels use)',
+  },
+  {
+    id: 'mi300x',
+    name: 'AMD Instinct MI300X 192GB',
+    bandwidth: 5300e9,
+    memory: 192 * GiB,
+    peak: { bf16: 1307.4 * T, fp16: 1307.4 * T, fp8: 2614.9 * T, int8: 2614.9 * T },
+    source: 'AMD Instinct MI300X data sheet (dense; 8 HBM3 stacks of 24 GiB)',
+  },
+  {
+    id: 'b200',
+    name: 'NVIDIA B200 (HGX) 180GB',
+    bandwidth: 7700e9,
+    memory: 180e9,
+    peak: { bf16: 2250 * T, fp16: 2250 * T, fp8: 4500 * T, int8: 4500 * T },
+    source: 'NVIDIA HGX B200 data sheet, per GPU (dense: half the printed sparse peaks; memory as printed, 180 GB; override it with what your driver reports)',
   },
 ];

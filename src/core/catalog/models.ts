@@ -1,10 +1,16 @@
-import { modelFromHfConfig } from './hfConfig';
+import { modelFromHfConfig, type HfConfig } from './hfConfig';
 import type { ModelSpec } from './types';
 
-/** Architecture numbers from each model's published config.json; parameter counts are computed. */
-export const MODELS: ModelSpec[] = [
-  modelFromHfConfig(
-    {
+/**
+ * Architecture numbers copied from each model's published config.json (the keys the parameter count
+ * needs); parameter counts are computed by modelFromHfConfig, never typed.
+ */
+const CONFIGS: { id: string; name: string; repo: string; config: HfConfig }[] = [
+  {
+    id: 'qwen3-8b',
+    name: 'Qwen3-8B',
+    repo: 'Qwen/Qwen3-8B',
+    config: {
       model_type: 'qwen3',
       hidden_size: 4096,
       num_hidden_layers: 36,
@@ -15,8 +21,122 @@ export const MODELS: ModelSpec[] = [
       vocab_size: 151936,
       tie_word_embeddings: false,
       max_position_embeddings: 40960,
+      attention_bias: false,
     },
-    'qwen3-8b',
-    'Qwen/Qwen3-8B config.json',
-  ),
+  },
+  {
+    id: 'qwen3-32b',
+    name: 'Qwen3-32B',
+    repo: 'Qwen/Qwen3-32B',
+    config: {
+      model_type: 'qwen3',
+      hidden_size: 5120,
+      num_hidden_layers: 64,
+      num_attention_heads: 64,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      intermediate_size: 25600,
+      vocab_size: 151936,
+      tie_word_embeddings: false,
+      max_position_embeddings: 40960,
+      attention_bias: false,
+    },
+  },
+  {
+    id: 'qwen3-30b-a3b',
+    name: 'Qwen3-30B-A3B',
+    repo: 'Qwen/Qwen3-30B-A3B',
+    config: {
+      model_type: 'qwen3_moe',
+      hidden_size: 2048,
+      num_hidden_layers: 48,
+      num_attention_heads: 32,
+      num_key_value_heads: 4,
+      head_dim: 128,
+      intermediate_size: 6144,
+      moe_intermediate_size: 768,
+      num_experts: 128,
+      num_experts_per_tok: 8,
+      decoder_sparse_step: 1,
+      mlp_only_layers: [],
+      vocab_size: 151936,
+      tie_word_embeddings: false,
+      max_position_embeddings: 40960,
+      attention_bias: false,
+    },
+  },
+  {
+    id: 'llama-3.1-8b',
+    name: 'Llama-3.1-8B',
+    repo: 'meta-llama/Llama-3.1-8B',
+    config: {
+      model_type: 'llama',
+      hidden_size: 4096,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      intermediate_size: 14336,
+      vocab_size: 128256,
+      tie_word_embeddings: false,
+      max_position_embeddings: 131072,
+      attention_bias: false,
+    },
+  },
+  {
+    id: 'llama-3.1-70b',
+    name: 'Llama-3.1-70B',
+    repo: 'meta-llama/Llama-3.1-70B',
+    config: {
+      model_type: 'llama',
+      hidden_size: 8192,
+      num_hidden_layers: 80,
+      num_attention_heads: 64,
+      num_key_value_heads: 8,
+      intermediate_size: 28672,
+      vocab_size: 128256,
+      tie_word_embeddings: false,
+      max_position_embeddings: 131072,
+      attention_bias: false,
+    },
+  },
+  {
+    id: 'mistral-7b',
+    name: 'Mistral-7B-v0.3',
+    repo: 'mistralai/Mistral-7B-v0.3',
+    config: {
+      model_type: 'mistral',
+      hidden_size: 4096,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      intermediate_size: 14336,
+      vocab_size: 32768,
+      tie_word_embeddings: false,
+      max_position_embeddings: 32768,
+    },
+  },
+  {
+    id: 'mixtral-8x7b',
+    name: 'Mixtral-8x7B-v0.1',
+    repo: 'mistralai/Mixtral-8x7B-v0.1',
+    config: {
+      model_type: 'mixtral',
+      hidden_size: 4096,
+      num_hidden_layers: 32,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      intermediate_size: 14336,
+      num_local_experts: 8,
+      num_experts_per_tok: 2,
+      vocab_size: 32000,
+      tie_word_embeddings: false,
+      max_position_embeddings: 32768,
+    },
+  },
 ];
+
+export const MODELS: ModelSpec[] = CONFIGS.map((c) => ({
+  ...modelFromHfConfig(c.config, c.id, `${c.repo} config.json`),
+  name: c.name,
+}));

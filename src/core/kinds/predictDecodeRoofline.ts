@@ -3,9 +3,11 @@ import { z } from 'zod';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
-import { decodeRoofline, type DecodeRow } from '../physics';
+import { finding } from '../findings';
+import { decodeRoofline, MOE_WEIGHTS, type DecodeRow, type MoeWeights } from '../physics';
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
+import { peakWords, setupLabel } from './predictShared';
 
 const schema = z
   .object({
@@ -15,11 +17,26 @@ const schema = z
     input: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     output: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     batch: oneOrMany(positiveInt).default([1, 2, 4, 8, 16, 32, 64, 128]),
+    /** MoE only: which expert weights one step reads (see physics.paramsReadPerStep). */
+    moe_weights: z.enum(MOE_WEIGHTS as [MoeWeights, ...MoeWeights[]]).optional(),
   })
   .strict()
-  .refine((c) => c.context || (c.input && c.output), { message: 'Give "context: 1k tokens", or "input:" and "output:" for the live-context variant', path: ['context'] });
+  .refine((c) => c.context || (c.input && c.output), {
+    message: 'Give "context: 1k tokens", or "input: 1k tokens" and "output: 1k tokens" for the live-context variant',
+    path: ['context'],
+  })
+  .refine((c) => !(c.context && (c.input || c.output)), {
+    message: 'Give either "context:" (fixed) or "input:" and "output:" (live context averaged over decoding), not both',
+    path: ['context'],
+  });
 
 type Cell = z.output<typeof schema>;
+
+const MOE_WORDS: Record<MoeWeights, string> = {
+  active: 'active experts only (k per token; right at batch 1, optimistic at large batch)',
+  total: 'every expert each step (right at large batch, pessimistic at small batch)',
+  expected: 'expected distinct experts at each batch, E·(1 − (1 − k/E)^B) per layer, uniform routing',
+};
 
 export const decodeRooflineKind: KindModule<Cell> = {
   key: 'predict',
@@ -27,14 +44,23 @@ export const decodeRooflineKind: KindModule<Cell> = {
   summary: 'predict: decode-roofline — aggregate and per-user tok/s against batch size',
   schema,
   needsSetup: true,
+  analyze(cell, ctx) {
+    if (cell.moe_weights && ctx.setup && !ctx.setup.model.moe) {
+      return [finding('info', 'moe-weights-dense', `${ctx.setup.model.name} is dense: moe_weights has no effect (every step reads all the weights)`, ['moe_weights'], { fix: 'remove "moe_weights"' })];
+    }
+    return [];
+  },
   async run(cell, ctx) {
     const setup = ctx.setup!;
-    const live = !cell.context && cell.input && cell.output;
+    const live = !cell.context;
     const context = cell.context ? cell.context.value : cell.input!.value + cell.output!.value / 2;
-    const r = decodeRoofline(setup, context, cell.batch);
-    const contextNote = live ? `live context: mean of ${fmtNum(cell.input!.value, 0)}..${fmtNum(cell.input!.value + cell.output!.value, 0)} = ${fmtNum(context, 0)} tokens` : `context ${fmtNum(context, 0)} tokens`;
+    const r = decodeRoofline(setup, context, cell.batch, { moeWeights: cell.moe_weights });
+    const contextNote = live
+      ? `live context: mean of ${fmtNum(cell.input!.value, 0)}..${fmtNum(cell.input!.value + cell.output!.value, 0)} = ${fmtNum(context, 0)} tokens`
+      : `context ${fmtNum(context, 0)} tokens`;
+    const moe = setup.model.moe;
     const table = tableOutput<DecodeRow>(
-      `Decode roofline — ${setup.model.name} ${setup.weights} on ${setup.gpu.id}, ${contextNote}`,
+      `Decode roofline — ${setupLabel(setup)}, ${contextNote}`,
       [
         { key: 'batch', label: 'batch' },
         { key: 'step_ms', label: 'step (ms)', fmt: (v) => fmtNum(v, 2) },
@@ -45,23 +71,42 @@ export const decodeRooflineKind: KindModule<Cell> = {
       r.rows,
       'step = max((W + B·kv(c)) / BW, 2·params·B / peak); aggregate = B / step; per-user = 1 / step',
     );
-    const facts = factsOutput('Roofs', [
-      ['weights W', fmtBytes(r.weights_bytes)],
-      ['KV bytes per token', `${fmtNum(r.kv_bytes_per_token, 0)} B`],
+    const facts: [string, string][] = [
+      ['weights in memory', fmtBytes(r.weights_bytes)],
+      ...(moe
+        ? ([
+            ['MoE weights read per step', `${r.moe_weights}: ${MOE_WORDS[r.moe_weights!]}`],
+            ['weights read at batch 1 (W)', fmtBytes(r.weights_read_bytes)],
+          ] as [string, string][])
+        : []),
+      ['KV bytes per token', `${fmtNum(r.kv_bytes_per_token, 0)} B (${setup.kvCache})`],
+      ['KV per request kv(c)', fmtBytes(r.kv_bytes_per_request)],
       ['decode step floor (batch 1) = W / BW', `${fmtNum(r.decode_step_floor_ms, 2)} ms`],
       ['per-user ceiling = BW / W', `${fmtNum(r.ceiling_tok_s, 1)} tok/s`],
       ['half-saturation batch = W / kv(c)', fmtNum(r.half_saturation_batch, 0)],
       ['bandwidth asymptote = BW / kv(c)', `${fmtNum(r.asymptote_tok_s, 0)} tok/s`],
       ['compute roof = peak / (2·params)', `${fmtNum(r.compute_roof_tok_s, 0)} tok/s`],
-    ]);
+      ['peak used', peakWords(setup)],
+      [
+        'knee',
+        r.knee_batch === null
+          ? 'none: the bandwidth asymptote is below the compute roof, so decode never turns compute-bound at this context'
+          : `compute binds from batch ≈ ${fmtNum(r.knee_batch, 0)}`,
+      ],
+    ];
     const data = r.rows.flatMap((row) => [
       { batch: row.batch, series: 'aggregate tok/s', tok_s: row.aggregate_tok_s },
       { batch: row.batch, series: 'per-user tok/s', tok_s: row.per_user_tok_s },
     ]);
+    const roofs = [
+      { roof: `bandwidth asymptote BW/kv(c) = ${fmtNum(r.asymptote_tok_s, 0)} tok/s`, y: r.asymptote_tok_s },
+      { roof: `compute roof peak/(2·params) = ${fmtNum(r.compute_roof_tok_s, 0)} tok/s`, y: r.compute_roof_tok_s },
+      { roof: `per-user ceiling BW/W = ${fmtNum(r.ceiling_tok_s, 1)} tok/s`, y: r.ceiling_tok_s },
+    ];
     const plot = await plotOutput({
-      title: `Decode roofline: ${setup.model.name} on ${setup.gpu.id}`,
-      width: 420,
-      height: 260,
+      title: `Decode roofline: ${setupLabel(setup)}, ${contextNote}`,
+      width: 460,
+      height: 280,
       layer: [
         {
           data: { values: data },
@@ -74,13 +119,20 @@ export const decodeRooflineKind: KindModule<Cell> = {
           },
         },
         {
-          data: { values: [{ roof: 'bandwidth asymptote', y: r.asymptote_tok_s }, { roof: 'compute roof', y: r.compute_roof_tok_s }] },
+          data: { values: roofs },
           mark: { type: 'rule', strokeDash: [4, 4] },
-          encoding: { y: { field: 'y', type: 'quantitative' }, color: { field: 'roof', type: 'nominal' } },
+          encoding: {
+            y: { field: 'y', type: 'quantitative' },
+            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs' },
+            tooltip: [{ field: 'roof' }],
+          },
         },
       ],
     });
     const { rows, ...scalars } = r;
-    return { values: { ...scalars, rows }, outputs: [table, facts, plot] };
+    return {
+      values: { ...scalars, context_mode: live ? 'live' : 'fixed', rows },
+      outputs: [table, factsOutput('Roofs', facts, moe ? `MoE assumption: ${r.moe_weights} (set "moe_weights: active | total | expected")` : undefined), plot],
+    };
   },
 };
