@@ -1,0 +1,295 @@
+// Runs the VS Code suite (test/vscode/suite) inside a real VS Code: code-server in Debian's
+// Chromium, driven by playwright-core, with the mechanism of VS Code's own browser integration
+// tests (extensionDevelopmentPath / extensionTestsPath passed in the workbench URL's payload, the
+// exit code handed back through window.codeAutomationExit). Two passes: a trusted workspace, and
+// Restricted Mode (no --disable-workspace-trust). Prints every test and a last line
+// "N passed, N failed"; exits non-zero on any failure or timeout.
+//   node scripts/test-vscode.mjs [--only trusted|restricted] [--screenshot] [--keep]
+import { execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as esbuild from 'esbuild';
+import { chromium } from 'playwright-core';
+import { CHROMIUM, entry, provision } from './provision-code-server.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const argv = process.argv.slice(2);
+const only = argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined;
+const screenshot = argv.includes('--screenshot');
+const keep = argv.includes('--keep');
+const PASS_TIMEOUT_MS = Number(process.env.INFLAB_VSCODE_TIMEOUT_MS || 300_000);
+const t0 = Date.now();
+
+const cleanups = [];
+async function cleanup() {
+  while (cleanups.length) {
+    try {
+      await cleanups.pop()();
+    } catch {
+      /* best effort */
+    }
+  }
+}
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => void cleanup().then(() => process.exit(130)));
+
+function log(s) {
+  console.log(`[test-vscode] ${s}`);
+}
+
+async function buildAll() {
+  execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'inherit' });
+  await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: { index: 'test/vscode/suite/index.ts' },
+    outdir: path.join(root, 'out/test/vscode/suite'),
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    external: ['vscode'],
+    sourcemap: 'inline',
+    logLevel: 'warning',
+    plugins: [
+      {
+        name: 'vega-canvas-shim',
+        setup(b) {
+          b.onResolve({ filter: /^vega-canvas$/ }, () => ({ path: path.join(root, 'scripts/shims/vega-canvas.js') }));
+        },
+      },
+    ],
+    define: { 'import.meta.url': 'importMetaUrl' },
+    banner: { js: 'const importMetaUrl = require("url").pathToFileURL(__filename).href;' },
+  });
+  fs.writeFileSync(path.join(root, 'out/test/vscode/suite/package.json'), JSON.stringify({ type: 'commonjs' }) + '\n');
+}
+
+/** The bridge: the suite inside the extension host asks the harness to look at the page. */
+function startBridge(getPage) {
+  const server = http.createServer(async (req, res) => {
+    const url = new URL(req.url, 'http://x');
+    let body = { ok: false, detail: `unknown request ${url.pathname}` };
+    try {
+      const page = getPage();
+      if (url.pathname === '/webview-svg') body = await findRenderedSvg(page);
+      else if (url.pathname === '/screenshot') {
+        const file = path.join(root, 'media', 'screenshot.png');
+        await new Promise((r) => setTimeout(r, 1500));
+        await page.screenshot({ path: file });
+        body = { ok: true, detail: path.relative(root, file) };
+      } else if (url.pathname === '/dismiss-dialog') body = await dismissDialog(page);
+    } catch (e) {
+      body = { ok: false, detail: String(e?.message ?? e) };
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(body));
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+/** Look through every frame (output webviews are nested iframes) for an SVG drawn by our renderer. */
+async function findRenderedSvg(page) {
+  const deadline = Date.now() + 30_000;
+  let seen = '';
+  while (Date.now() < deadline) {
+    for (const f of page.frames()) {
+      try {
+        const r = await f.evaluate(() => {
+          const svgs = [...document.querySelectorAll('.inflab-vega svg')];
+          if (!svgs.length) return null;
+          return svgs.map((s) => ({ marks: s.querySelectorAll('path').length, texts: s.querySelectorAll('text').length, w: s.getBoundingClientRect().width }));
+        });
+        if (r && r.some((s) => s.marks > 0 && s.w > 0)) return { ok: true, detail: `${r.length} SVG plot(s) drawn by the renderer: ${JSON.stringify(r)}` };
+        if (r) seen = JSON.stringify(r);
+      } catch {
+        /* frame navigating or gone */
+      }
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return { ok: false, detail: `no .inflab-vega svg with marks in ${page.frames().length} frames ${seen}` };
+}
+
+async function dismissDialog(page) {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    const dialog = page.locator('.monaco-dialog-box');
+    if (await dialog.count()) {
+      const text = (await dialog.first().innerText()).replace(/\s+/g, ' ').slice(0, 300);
+      const cancel = dialog.first().locator('a.monaco-button, button').filter({ hasText: /cancel|don't trust|no/i });
+      if (await cancel.count()) await cancel.first().click();
+      else await page.keyboard.press('Escape');
+      return { ok: true, detail: text };
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return { ok: false, detail: 'no dialog appeared' };
+}
+
+function mkdtemp(prefix) {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  if (!keep) cleanups.push(async () => fs.rmSync(d, { recursive: true, force: true }));
+  return d;
+}
+
+async function startCodeServer({ trusted, workspace, env }) {
+  const userData = mkdtemp('inflab-vscode-user-');
+  const extensions = mkdtemp('inflab-vscode-ext-');
+  fs.mkdirSync(path.join(userData, 'User'), { recursive: true });
+  fs.writeFileSync(
+    path.join(userData, 'User', 'settings.json'),
+    JSON.stringify(
+      {
+        'workbench.startupEditor': 'none',
+        'workbench.tips.enabled': false,
+        'telemetry.telemetryLevel': 'off',
+        'extensions.autoCheckUpdates': false,
+        'extensions.autoUpdate': false,
+        'update.mode': 'none',
+        'security.workspace.trust.enabled': true,
+        'security.workspace.trust.startupPrompt': 'never',
+        'security.workspace.trust.banner': 'never',
+        'window.dialogStyle': 'custom',
+      },
+      null,
+      2,
+    ),
+  );
+  const args = [entry, '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check'];
+  if (trusted) args.push('--disable-workspace-trust');
+  args.push('--user-data-dir', userData, '--extensions-dir', extensions, workspace);
+  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const out = [];
+  cleanups.push(async () => {
+    try {
+      process.kill(-child.pid, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  });
+  const address = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`code-server printed no address in 60 s:\n${out.join('')}`)), 60_000);
+    const onData = (d) => {
+      out.push(d.toString());
+      const m = /HTTP server listening on (http:\/\/[^\s]+)/.exec(out.join(''));
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1].replace(/\/$/, ''));
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', (d) => out.push(d.toString()));
+    child.on('exit', (code) => reject(new Error(`code-server exited with ${code}:\n${out.join('')}`)));
+  });
+  child.stdout.on('data', (d) => out.push(d.toString()));
+  return { child, address, output: out };
+}
+
+async function runPass(mode) {
+  const trusted = mode === 'trusted';
+  const workspace = mkdtemp(`inflab-ws-${mode}-`);
+  const logFile = path.join(mkdtemp('inflab-log-'), 'suite.log');
+  fs.writeFileSync(logFile, '');
+  if (!trusted) {
+    // The executed example (as the CLI writes it) is what Restricted Mode opens and renders.
+    execFileSync(process.execPath, [path.join(root, 'dist/cli.js'), 'run', path.join(root, 'examples/day4.inflab'), '--out', path.join(workspace, 'day4.executed.inflab')], {
+      stdio: 'ignore',
+    });
+  }
+  let page;
+  const bridge = await startBridge(() => page);
+  cleanups.push(async () => bridge.close());
+  const bridgeUrl = `http://127.0.0.1:${bridge.address().port}`;
+  const server = await startCodeServer({
+    trusted,
+    workspace,
+    env: { INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: mode, INFLAB_TEST_BRIDGE: bridgeUrl, INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '' },
+  });
+  log(`${mode}: code-server at ${server.address}`);
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-extensions', '--no-first-run', '--mute-audio'],
+  });
+  cleanups.push(async () => browser.close());
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  page = await context.newPage();
+  const pageLog = [];
+  page.on('console', (m) => pageLog.push(`[console.${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => pageLog.push(`[pageerror] ${e.message}`));
+  page.on('crash', () => pageLog.push('[crash] the page crashed'));
+  let resolveExit;
+  const exited = new Promise((r) => (resolveExit = r));
+  await page.exposeFunction('codeAutomationLog', (type, args) => pageLog.push(`[ext ${type}] ${args?.join?.(' ')}`));
+  await page.exposeFunction('codeAutomationExit', (code) => resolveExit(code));
+
+  const host = new URL(server.address).host;
+  const remote = (p) => `vscode-remote://${host}${p}`;
+  const payload = JSON.stringify([
+    ['extensionDevelopmentPath', remote(root)],
+    ['extensionTestsPath', remote(path.join(root, 'out/test/vscode/suite/index.js'))],
+    ['skipWelcome', 'true'],
+  ]);
+  await page.goto(`${server.address}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`);
+
+  // Print the suite's lines as they come.
+  let printed = 0;
+  const pump = () => {
+    const text = fs.readFileSync(logFile, 'utf8');
+    if (text.length > printed) {
+      process.stdout.write(text.slice(printed));
+      printed = text.length;
+    }
+    return text;
+  };
+  const poll = setInterval(pump, 250);
+  let timer;
+  const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('timeout'), PASS_TIMEOUT_MS)))]);
+  clearTimeout(timer);
+  clearInterval(poll);
+  const text = pump();
+  const m = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(text);
+  const result = { mode, code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0 };
+  if (code !== 0 || !m) {
+    if (code === 'timeout') log(`${mode}: timed out after ${PASS_TIMEOUT_MS / 1000} s`);
+    else log(`${mode}: the extension host exited with ${code}`);
+    log('--- code-server output (last 60 lines) ---');
+    console.log(server.output.join('').split('\n').slice(-60).join('\n'));
+    log('--- page log (last 80 lines) ---');
+    console.log(pageLog.slice(-80).join('\n'));
+    if (!m) result.failed = Math.max(1, result.failed);
+  }
+  await cleanup();
+  return result;
+}
+
+let exitCode = 0;
+try {
+  provision();
+  await buildAll();
+  const results = [];
+  for (const mode of ['trusted', 'restricted']) {
+    if (only && only !== mode) continue;
+    results.push(await runPass(mode));
+  }
+  const passed = results.reduce((a, r) => a + r.passed, 0);
+  const failed = results.reduce((a, r) => a + r.failed, 0);
+  const skipped = results.reduce((a, r) => a + r.skipped, 0);
+  if (failed || results.some((r) => r.code !== 0)) exitCode = 1;
+  log(`${results.map((r) => `${r.mode}: ${r.passed} passed, ${r.failed} failed (exit ${r.code})`).join('; ')} in ${Math.round((Date.now() - t0) / 1000)} s`);
+  console.log(`${passed} passed, ${Math.max(failed, exitCode && !failed ? 1 : 0)} failed${skipped ? `, ${skipped} skipped` : ''}`);
+} catch (e) {
+  console.error(`[test-vscode] ${e?.stack ?? e}`);
+  exitCode = 1;
+} finally {
+  await cleanup();
+}
+process.exit(exitCode);

@@ -1,0 +1,145 @@
+/**
+ * InfLab's VS Code entry point. `activate` only registers: the serializer, the controller, the
+ * diagnostics, hovers, quick fixes and commands. Everything that computes lives in src/core;
+ * vega (heavy) loads only when a cell makes a plot.
+ */
+import * as fs from 'node:fs/promises';
+import * as vscode from 'vscode';
+import type { Services, Setup } from '../core/engine/types';
+import { InflabController } from './controller';
+import { InflabDiagnostics } from './diagnostics';
+import { InflabHoverProvider } from './hover';
+import { CELL_LANGUAGE, InflabSerializer, NOTEBOOK_TYPE } from './serializer';
+
+const KEY_SECRET = 'inflab.apiKey';
+
+/** What the extension exports; the VS Code test suite reads it. */
+export interface InflabApi {
+  controller: InflabController;
+  diagnostics: InflabDiagnostics;
+}
+
+let sim: Promise<{ url: string; close(): Promise<void> }> | undefined;
+
+export function activate(context: vscode.ExtensionContext): InflabApi {
+  const services = hostServices(context);
+  const controller = new InflabController(services);
+  const diagnostics = new InflabDiagnostics();
+  controller.onDidRunCell((cell, result) => diagnostics.setRunFindings(cell, result.findings));
+
+  context.subscriptions.push(
+    vscode.workspace.registerNotebookSerializer(NOTEBOOK_TYPE, new InflabSerializer(), {
+      transientOutputs: false,
+      transientCellMetadata: {},
+      transientDocumentMetadata: {},
+    }),
+    controller,
+    diagnostics,
+    vscode.languages.registerHoverProvider({ language: CELL_LANGUAGE }, new InflabHoverProvider()),
+    vscode.commands.registerCommand('inflab.setApiKey', () => setApiKey(context)),
+    vscode.commands.registerCommand('inflab.clearApiKey', async () => {
+      await context.secrets.delete(KEY_SECRET);
+      void vscode.window.showInformationMessage('InfLab: the API key was removed from secret storage.');
+    }),
+    vscode.commands.registerCommand('inflab.startSim', async () => {
+      if (!vscode.workspace.isTrusted) {
+        void vscode.window.showWarningMessage('InfLab starts no simulated endpoint in Restricted Mode. Trust the workspace first.');
+        return;
+      }
+      try {
+        const url = await services.simEndpoint!(undefined);
+        void vscode.window.showInformationMessage(`InfLab: simulated endpoint running at ${url} (write "endpoint: sim" in a setup cell to use it).`);
+      } catch (e) {
+        void vscode.window.showErrorMessage(`InfLab: the simulated endpoint did not start: ${(e as Error).message}`);
+      }
+    }),
+    { dispose: () => void sim?.then((s) => s.close()).catch(() => undefined) },
+  );
+  return { controller, diagnostics };
+}
+
+export function deactivate(): Promise<void> | undefined {
+  const s = sim;
+  sim = undefined;
+  return s?.then((x) => x.close()).catch(() => undefined);
+}
+
+async function setApiKey(context: vscode.ExtensionContext): Promise<void> {
+  const key = await vscode.window.showInputBox({
+    title: 'InfLab: API key for your endpoints',
+    prompt: 'Kept in VS Code secret storage and sent only as an Authorization header; never written to a notebook.',
+    password: true,
+    ignoreFocusOut: true,
+  });
+  if (key === undefined) return;
+  if (!key.trim()) {
+    void vscode.window.showWarningMessage('InfLab: an empty key was not stored. Run "InfLab: Clear API Key" to remove a key.');
+    return;
+  }
+  await context.secrets.store(KEY_SECRET, key.trim());
+  void vscode.window.showInformationMessage('InfLab: API key stored in secret storage.');
+}
+
+/** Hosts the user named in their own settings need no confirmation; hosts from notebooks do, once. */
+function userHosts(): Set<string> {
+  const cfg = vscode.workspace.getConfiguration('inflab');
+  const hosts = new Set<string>();
+  for (const u of [cfg.get<string>('endpoint'), ...(cfg.get<string[]>('trustedEndpoints') ?? [])]) {
+    if (!u) continue;
+    try {
+      hosts.add(new URL(u).host);
+    } catch {
+      /* not a URL: ignored */
+    }
+  }
+  return hosts;
+}
+
+function hostServices(context: vscode.ExtensionContext): Services {
+  const confirmed = new Set<string>(context.globalState.get<string[]>('inflab.confirmedHosts') ?? []);
+  const asking = new Map<string, Promise<boolean>>();
+  return {
+    async getApiKey() {
+      return (await context.secrets.get(KEY_SECRET)) || process.env.INFLAB_API_KEY || undefined;
+    },
+    async confirmHost(url: string) {
+      if (!vscode.workspace.isTrusted) return false;
+      let host: string;
+      try {
+        host = new URL(url).host;
+      } catch {
+        return false;
+      }
+      if (confirmed.has(host) || userHosts().has(host)) return true;
+      let p = asking.get(host);
+      if (!p) {
+        p = (async () => {
+          const allow = 'Allow';
+          const pick = await vscode.window.showWarningMessage(
+            `This notebook sends requests to ${host}. Allow InfLab to contact it? (asked once per host)`,
+            { modal: true },
+            allow,
+          );
+          if (pick === allow) {
+            confirmed.add(host);
+            await context.globalState.update('inflab.confirmedHosts', [...confirmed]);
+            return true;
+          }
+          return false;
+        })().finally(() => asking.delete(host));
+        asking.set(host, p);
+      }
+      return p;
+    },
+    async simEndpoint(setup?: Setup) {
+      if (!sim) {
+        sim = import('../core/sim/server').then((m) => m.startSimServer({ setup }));
+        sim.catch(() => (sim = undefined));
+      }
+      return (await sim).url;
+    },
+    async readFile(p: string) {
+      return fs.readFile(p, 'utf8');
+    },
+  };
+}

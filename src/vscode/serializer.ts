@@ -1,0 +1,110 @@
+/**
+ * NotebookSerializer for .inflab files: the file format lives in src/core/notebook/format.ts; this
+ * only maps it to VS Code's NotebookData and back. A file that does not parse is never opened as an
+ * empty notebook (which a save would write over the original): deserializing throws with the
+ * format's message, and VS Code shows it in place of the editor.
+ */
+import * as vscode from 'vscode';
+import { MIME } from '../core/engine/outputs';
+import { itemFromBytes as coreItemFromBytes, itemToBytes, parseNotebook, serializeNotebook, type NbCell, type NbOutputItem, type Notebook } from '../core/notebook/format';
+
+export const NOTEBOOK_TYPE = 'inflab';
+export const CELL_LANGUAGE = 'inflab';
+
+/** Metadata keys VS Code owns or that are transient; not written to the file. */
+const TRANSIENT_CELL_METADATA = new Set(['inflab.transient']);
+
+/** JSON mimes whose names do not end in +json (VS Code's error item) are kept as JSON too. */
+const JSON_LIKE = new Set<string>([MIME.error, 'application/vnd.code.notebook.stdout+json']);
+
+export function itemFromBytes(mime: string, bytes: Uint8Array): NbOutputItem {
+  const item = coreItemFromBytes(mime, bytes);
+  if (JSON_LIKE.has(mime) && typeof item.data === 'string') {
+    try {
+      return { mime, data: JSON.parse(item.data) };
+    } catch {
+      return item;
+    }
+  }
+  return item;
+}
+
+export class InflabSerializer implements vscode.NotebookSerializer {
+  deserializeNotebook(content: Uint8Array): vscode.NotebookData {
+    const text = new TextDecoder('utf-8', { fatal: false }).decode(content);
+    // Throws NotebookFormatError with what is wrong and where; VS Code then opens no editor and
+    // the file on disk is left as it is.
+    const nb = parseNotebook(text);
+    return toNotebookData(nb);
+  }
+
+  serializeNotebook(data: vscode.NotebookData): Uint8Array {
+    return new TextEncoder().encode(serializeNotebook(fromNotebookData(data)));
+  }
+}
+
+export function toNotebookData(nb: Notebook): vscode.NotebookData {
+  const cells = nb.cells.map((c) => {
+    const cell = new vscode.NotebookCellData(
+      c.kind === 'markdown' ? vscode.NotebookCellKind.Markup : vscode.NotebookCellKind.Code,
+      c.source,
+      c.language,
+    );
+    if (c.metadata) cell.metadata = { ...c.metadata };
+    if (c.outputs?.length) {
+      cell.outputs = c.outputs.map(
+        (o) =>
+          new vscode.NotebookCellOutput(
+            o.items.map((it) => new vscode.NotebookCellOutputItem(itemToBytes(it), it.mime)),
+            o.metadata ? { ...o.metadata } : undefined,
+          ),
+      );
+    }
+    if (c.lastRun) {
+      const { executionOrder, success, startTime, endTime } = c.lastRun;
+      cell.executionSummary = {
+        executionOrder,
+        success,
+        timing: startTime !== undefined && endTime !== undefined ? { startTime, endTime } : undefined,
+      };
+    }
+    return cell;
+  });
+  const data = new vscode.NotebookData(cells);
+  if (nb.metadata) data.metadata = { ...nb.metadata };
+  return data;
+}
+
+export function fromNotebookData(data: vscode.NotebookData): Notebook {
+  const cells: NbCell[] = data.cells.map((c) => {
+    const cell: NbCell = {
+      kind: c.kind === vscode.NotebookCellKind.Markup ? 'markdown' : 'code',
+      language: c.languageId || (c.kind === vscode.NotebookCellKind.Markup ? 'markdown' : CELL_LANGUAGE),
+      source: c.value,
+    };
+    const md = Object.fromEntries(Object.entries(c.metadata ?? {}).filter(([k, v]) => !TRANSIENT_CELL_METADATA.has(k) && v !== undefined));
+    if (Object.keys(md).length) cell.metadata = md;
+    if (c.outputs?.length) {
+      cell.outputs = c.outputs.map((o) => {
+        const out: NonNullable<NbCell['outputs']>[number] = { items: o.items.map((it) => itemFromBytes(it.mime, it.data)) };
+        if (o.metadata && Object.keys(o.metadata).length) out.metadata = { ...o.metadata };
+        return out;
+      });
+    }
+    const s = c.executionSummary;
+    if (s && (s.executionOrder !== undefined || s.success !== undefined || s.timing)) {
+      cell.lastRun = {};
+      if (s.executionOrder !== undefined) cell.lastRun.executionOrder = s.executionOrder;
+      if (s.success !== undefined) cell.lastRun.success = s.success;
+      if (s.timing) {
+        cell.lastRun.startTime = s.timing.startTime;
+        cell.lastRun.endTime = s.timing.endTime;
+      }
+    }
+    return cell;
+  });
+  const nb: Notebook = { cells };
+  const md = data.metadata ?? {};
+  if (Object.keys(md).length) nb.metadata = { ...md };
+  return nb;
+}
