@@ -152,6 +152,9 @@ export class SimRequest {
   cachedTokens = 0;
   firstScheduled = NaN;
   firstTokenTime = NaN;
+  /** Time the previous token left (for inter-token latencies). */
+  prevTokenTime = NaN;
+  lastTokenTime = NaN;
   finishTime = NaN;
   finishReason?: FinishReason;
   numPreemptions = 0;
@@ -631,6 +634,8 @@ export class SimEngine {
         this.counters.promptTokens += r.numPrompt;
       }
       r.output.push(tok);
+      r.prevTokenTime = r.lastTokenTime;
+      r.lastTokenTime = end;
       this.counters.generationTokens++;
       const len = r.output.length;
       let reason: FinishReason | undefined;

@@ -1,11 +1,484 @@
+/**
+ * The simulated vLLM endpoint: an OpenAI-compatible HTTP server (node:http, 127.0.0.1) in front of
+ * a SimEngine driven by the wall clock. Each engine step's tokens leave at the step's simulated end
+ * time divided by `speed`, so a real client measures the simulated latencies (× 1/speed).
+ *
+ * Endpoints: POST /v1/completions, POST /v1/chat/completions (SSE streaming like vLLM, with
+ * stream_options.include_usage), GET /v1/models, POST /tokenize, POST /detokenize, GET /health,
+ * GET /metrics, GET /version. Errors are OpenAI-style: {"error": {message, type, param, code}}.
+ */
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { z } from 'zod';
+import { findGpu, findModel } from '../catalog';
 import type { Setup } from '../engine/types';
+import { SimEngine, type EngineOptions, type SimRequest, type StepResult } from './engine';
+import { VllmLog } from './log';
+import { renderMetrics, SimMetrics } from './prom';
+import { chatPrompt, detokenize, idToChar, tokenize } from './tokenizer';
 
 export interface SimServerOptions {
+  /** GPU, model, dtypes and server knobs (setup.server); default Qwen3-8B bf16 on an A100 SXM4 80GB. */
   setup?: Setup;
+  /** 0 (default) picks a free port. */
   port?: number;
+  host?: string;
+  /** Simulated seconds per wall-clock second (default 1; 10 = ten times faster). */
   speed?: number;
+  /** Engine knobs (override setup.server): maxNumSeqs, maxNumBatchedTokens, prefixCaching, prefillMfu, stepOverheadS, numGpuBlocks, seed, … */
+  engine?: Omit<EngineOptions, 'setup'>;
+  /** Name in /v1/models and responses (default: the model's catalog id). Requests may also use the model's display name. */
+  servedModelName?: string;
+  /** vLLM-format log: a file path (appended), 'stdout', 'stderr', a line callback, or false (default). */
+  log?: string | ((line: string) => void) | false;
+  /** Seconds of wall time between stats lines (default 10, as vLLM). */
+  statsIntervalS?: number;
 }
 
-export async function startSimServer(_opts: SimServerOptions): Promise<{ url: string; close(): Promise<void> }> {
-  throw new Error('the simulated endpoint is not built yet');
+export interface SimServer {
+  url: string;
+  port: number;
+  host: string;
+  model: string;
+  engine: SimEngine;
+  /** Prometheus text, as GET /metrics returns it. */
+  metricsText(): string;
+  close(): Promise<void>;
+}
+
+export function defaultSimSetup(): Setup {
+  return { name: 'sim', gpu: findGpu('a100-sxm4-80gb')!, model: findModel('qwen3-8b')!, weights: 'bf16', kvCache: 'bf16', endpoint: 'sim' };
+}
+
+// ---- request bodies ----
+const tokenIds = z.array(z.number().int().min(0));
+const streamOptions = z.looseObject({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() }).nullish();
+const common = {
+  model: z.string().nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  min_tokens: z.number().int().min(0).nullish(),
+  ignore_eos: z.boolean().nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: streamOptions,
+  n: z.number().int().min(1).max(1, { message: 'the simulated endpoint supports n = 1 only' }).nullish(),
+  temperature: z.number().min(0).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().nullish(),
+  seed: z.number().int().nullish(),
+};
+const completionBody = z.looseObject({
+  ...common,
+  prompt: z.union([z.string(), tokenIds.min(1), z.array(z.string()).length(1), z.array(tokenIds.min(1)).length(1)], {
+    error: 'prompt must be a string or a list of token ids, e.g. "prompt": "Hello" or "prompt": [9707, 1879]',
+  }),
+});
+const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
+const chatBody = z.looseObject({
+  ...common,
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  messages: z
+    .array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(contentPart)]).nullish() }), {
+      error: 'messages must be a list like [{"role": "user", "content": "Hello"}]',
+    })
+    .min(1, { message: 'messages must hold at least one message' }),
+});
+const tokenizeBody = z.union([
+  z.looseObject({ prompt: z.string(), model: z.string().nullish() }),
+  z.looseObject({ messages: chatBody.shape.messages, model: z.string().nullish() }),
+]);
+const detokenizeBody = z.looseObject({ tokens: tokenIds, model: z.string().nullish() });
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly type = 'BadRequestError',
+    readonly param: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+function zodMessage(e: z.ZodError): string {
+  return e.issues
+    .map((i) => {
+      const p = i.path.join('.');
+      return p && !i.message.startsWith(p) ? `${p}: ${i.message}` : i.message;
+    })
+    .join('; ');
+}
+
+const MAX_BODY = 64 * 1024 * 1024;
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let n = 0;
+    req.on('data', (c: Buffer) => {
+      n += c.length;
+      if (n > MAX_BODY) {
+        reject(new HttpError(413, `request body over ${MAX_BODY} bytes`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+interface Stream {
+  onToken(token: number, finished: boolean, req: SimRequest): void;
+}
+
+export async function startSimServer(opts: SimServerOptions = {}): Promise<SimServer> {
+  const setup = opts.setup ?? defaultSimSetup();
+  const speed = opts.speed && opts.speed > 0 ? opts.speed : 1;
+  const host = opts.host ?? '127.0.0.1';
+  const engine = new SimEngine({ ...(opts.engine ?? {}), setup });
+  const cfg = engine.cfg;
+  const modelName = opts.servedModelName ?? setup.model.id;
+  const acceptedNames = new Set([modelName, setup.model.id, setup.model.name]);
+  const poolTokens = cfg.numGpuBlocks * cfg.blockSize;
+  const metrics = new SimMetrics();
+  const created = Math.floor(Date.now() / 1000);
+
+  // ---- log sink ----
+  let logFd: number | undefined;
+  let write: ((line: string) => void) | undefined;
+  if (typeof opts.log === 'function') write = opts.log;
+  else if (opts.log === 'stdout') write = (l) => process.stdout.write(l + '\n');
+  else if (opts.log === 'stderr') write = (l) => process.stderr.write(l + '\n');
+  else if (typeof opts.log === 'string' && opts.log) {
+    logFd = fs.openSync(opts.log, 'a');
+    const fd = logFd;
+    write = (l) => fs.writeSync(fd, l + '\n');
+  }
+  const log = write ? new VllmLog({ write }) : undefined;
+
+  // ---- the engine loop against the wall clock ----
+  const t0 = performance.now();
+  const vnow = () => ((performance.now() - t0) / 1000) * speed;
+  let looping = false;
+  let closing = false;
+  let timer: NodeJS.Timeout | undefined;
+  let wake: (() => void) | undefined;
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      wake = resolve;
+      if (ms > 1) timer = setTimeout(resolve, ms);
+      else setImmediate(resolve);
+    });
+  const dispatch = (res: StepResult) => {
+    for (const ev of res.tokens) {
+      const r = ev.req;
+      if (r.output.length === 1) metrics.ttft.observe(r.firstTokenTime - r.arrival);
+      else metrics.itl.observe(r.lastTokenTime - r.prevTokenTime);
+      if (ev.finished) {
+        metrics.e2e.observe(r.finishTime - r.arrival);
+        metrics.finished[r.finishReason ?? 'stop'] = (metrics.finished[r.finishReason ?? 'stop'] ?? 0) + 1;
+      }
+      (r.tag as Stream | undefined)?.onToken(ev.token, ev.finished, r);
+    }
+    for (const r of res.dropped) (r.tag as Stream | undefined)?.onToken(-1, true, r);
+  };
+  const loop = async () => {
+    looping = true;
+    try {
+      while (!closing && engine.hasWork()) {
+        engine.advanceTo(vnow());
+        const res = engine.step();
+        if (!res) break;
+        const due = t0 + (res.end / speed) * 1000;
+        await sleep(due - performance.now());
+        if (closing) break;
+        dispatch(res);
+      }
+    } finally {
+      looping = false;
+      wake = undefined;
+    }
+  };
+  const kick = () => {
+    if (!looping && !closing) void loop();
+  };
+
+  // ---- periodic stats line (wall clock, like vLLM) ----
+  let statsTimer: NodeJS.Timeout | undefined;
+  if (log) {
+    const every = (opts.statsIntervalS ?? 10) * 1000;
+    let last = { t: performance.now(), prompt: 0, gen: 0, pre: 0 };
+    let lastActive = false;
+    statsTimer = setInterval(() => {
+      const now = performance.now();
+      const c = engine.counters;
+      const dt = (now - last.t) / 1000;
+      const p = (c.promptTokens - last.prompt) / dt;
+      const g = (c.generationTokens - last.gen) / dt;
+      const active = p > 0 || g > 0;
+      if (active || lastActive)
+        log.stats({ promptTokensPerS: p, generationTokensPerS: g, running: engine.numRunning, waiting: engine.waiting, preemptions: c.preemptions - last.pre, kvUsage: engine.kvUsage, prefixHitRate: engine.rollingHitRate });
+      lastActive = active;
+      last = { t: now, prompt: c.promptTokens, gen: c.generationTokens, pre: c.preemptions };
+    }, every);
+    statsTimer.unref();
+  }
+
+  // ---- HTTP ----
+  const sockets = new Set<import('node:net').Socket>();
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((e) => {
+      const err = e instanceof HttpError ? e : new HttpError(500, `internal error: ${(e as Error).message}`, 'InternalServerError');
+      if (!res.headersSent) sendJson(req, res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.status } });
+      else res.end();
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('clientError', (_e, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    else socket.destroy();
+  });
+  server.keepAliveTimeout = 5000;
+  server.requestTimeout = 0;
+  server.headersTimeout = 60_000;
+
+  const remoteOf = (req: http.IncomingMessage) => `${req.socket.remoteAddress ?? '127.0.0.1'}:${req.socket.remotePort ?? 0}`;
+  const accessLog = (req: http.IncomingMessage, status: number) => log?.access(remoteOf(req), req.method ?? 'GET', req.url ?? '/', status);
+
+  function sendJson(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: unknown) {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+    accessLog(req, status);
+  }
+
+  async function jsonBody(req: http.IncomingMessage): Promise<unknown> {
+    const text = await readBody(req);
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new HttpError(400, `The request body is not valid JSON (${(e as Error).message}): send a JSON object such as {"prompt": "Hello", "max_tokens": 16}`);
+    }
+  }
+
+  function parse<T>(schema: z.ZodType<T>, body: unknown): T {
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'The request body must be a JSON object, e.g. {"prompt": "Hello", "max_tokens": 16}');
+    const r = schema.safeParse(body);
+    if (!r.success) throw new HttpError(400, zodMessage(r.error), 'BadRequestError', r.error.issues[0]?.path.join('.') || null);
+    return r.data;
+  }
+
+  function checkModel(name: string | null | undefined) {
+    if (name && !acceptedNames.has(name)) throw new HttpError(404, `The model \`${name}\` does not exist.`, 'NotFoundError', 'model');
+  }
+
+  function checkLength(promptLen: number, maxTokens: number | null | undefined): number {
+    const maxLen = cfg.maxModelLen;
+    if (maxTokens == null) {
+      if (promptLen >= maxLen)
+        throw new HttpError(400, `This model's maximum context length is ${maxLen} tokens. However, you requested ${promptLen} tokens in the messages, Please reduce the length of the messages.`, 'BadRequestError', 'messages');
+    } else if (promptLen + maxTokens > maxLen) {
+      throw new HttpError(
+        400,
+        `This model's maximum context length is ${maxLen} tokens. However, you requested ${promptLen + maxTokens} tokens (${promptLen} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+        'BadRequestError',
+        'max_tokens',
+      );
+    }
+    const out = maxTokens ?? maxLen - promptLen;
+    if (promptLen + out > poolTokens)
+      throw new HttpError(400, `The request needs ${promptLen + out} tokens of KV cache but the whole pool holds ${poolTokens} (GPU KV cache size): lower max_tokens or the prompt length.`, 'BadRequestError', 'max_tokens');
+    return out;
+  }
+
+  function toIds(prompt: string | number[] | string[] | number[][]): number[] {
+    let ids: number[];
+    if (typeof prompt === 'string') ids = tokenize(prompt, cfg.vocab);
+    else if (typeof prompt[0] === 'string') ids = tokenize(prompt[0] as string, cfg.vocab);
+    else if (Array.isArray(prompt[0])) ids = prompt[0] as number[];
+    else ids = prompt as number[];
+    const bad = ids.find((t) => t >= cfg.vocab);
+    if (bad !== undefined) throw new HttpError(400, `Token id ${bad} is out of vocabulary (vocab_size ${cfg.vocab}): use ids in [0, ${cfg.vocab})`, 'BadRequestError', 'prompt');
+    if (!ids.length) throw new HttpError(400, 'The prompt is empty: send at least one token', 'BadRequestError', 'prompt');
+    return ids;
+  }
+
+  async function generate(
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    kind: 'completion' | 'chat',
+    body: z.output<typeof completionBody> | z.output<typeof chatBody>,
+    ids: number[],
+    maxTokens: number,
+  ) {
+    const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(16).toString('hex')}`;
+    const createdAt = Math.floor(Date.now() / 1000);
+    const object = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+    const stream = !!body.stream;
+    const includeUsage = !!body.stream_options?.include_usage;
+    const continuous = !!body.stream_options?.continuous_usage_stats;
+    let text = '';
+    let done = false;
+    const usage = (r: SimRequest) => ({
+      prompt_tokens: r.numPrompt,
+      total_tokens: r.numPrompt + r.output.length,
+      completion_tokens: r.output.length,
+      prompt_tokens_details: { cached_tokens: r.cachedTokens },
+    });
+    const sse = (obj: unknown) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    if (stream) {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      res.flushHeaders();
+      accessLog(req, 200);
+    }
+    const finishReason = (r: SimRequest) => (r.finishReason === 'abort' ? 'abort' : r.finishReason ?? null);
+    const s: Stream = {
+      onToken(token, finished, r) {
+        if (done) return;
+        const piece = token >= 0 ? idToChar(token) : '';
+        text += piece;
+        if (stream) {
+          if (token >= 0) {
+            const fr = finished ? finishReason(r) : null;
+            const u = includeUsage && continuous ? usage(r) : null;
+            if (kind === 'chat') {
+              if (r.output.length === 1) sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], usage: u });
+              sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: fr, ...(finished ? { stop_reason: null } : {}) }], usage: u });
+            } else {
+              sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }], usage: u });
+            }
+          }
+          if (finished) {
+            if (includeUsage) sse({ id, object, created: createdAt, model: modelName, choices: [], usage: usage(r) });
+            res.write('data: [DONE]\n\n');
+            res.end();
+          }
+        } else if (finished) {
+          const choice =
+            kind === 'chat'
+              ? { index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [], reasoning_content: null }, logprobs: null, finish_reason: finishReason(r), stop_reason: null }
+              : { index: 0, text, logprobs: null, finish_reason: finishReason(r), stop_reason: null, prompt_logprobs: null };
+          sendJson(req, res, 200, { id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: createdAt, model: modelName, choices: [choice], usage: usage(r), prompt_logprobs: null });
+        }
+        if (finished) done = true;
+      },
+    };
+    const sim = engine.add({ id, prompt: ids, maxTokens, minTokens: body.min_tokens ?? 0, ignoreEos: !!body.ignore_eos, arrival: vnow() });
+    sim.tag = s;
+    res.on('close', () => {
+      if (!done) {
+        done = true;
+        engine.abort(id);
+        metrics.finished.abort++;
+      }
+    });
+    kick();
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const route = `${req.method} ${url.pathname}`;
+    const routes: Record<string, () => Promise<void> | void> = {
+      'GET /health': () => {
+        res.writeHead(200, { 'content-length': 0 });
+        res.end();
+        accessLog(req, 200);
+      },
+      'GET /version': () => sendJson(req, res, 200, { version: '0.12.0' }),
+      'GET /metrics': () => {
+        const text = renderMetrics(engine, metrics, modelName);
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+        res.end(text);
+        accessLog(req, 200);
+      },
+      'GET /v1/models': () =>
+        sendJson(req, res, 200, {
+          object: 'list',
+          data: [
+            {
+              id: modelName,
+              object: 'model',
+              created,
+              owned_by: 'vllm',
+              root: modelName,
+              parent: null,
+              max_model_len: cfg.maxModelLen,
+              permission: [{ id: `modelperm-${created}`, object: 'model_permission', created, allow_create_engine: false, allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: '*', group: null, is_blocking: false }],
+            },
+          ],
+        }),
+      'POST /tokenize': async () => {
+        const b = parse(tokenizeBody, await jsonBody(req));
+        checkModel(b.model);
+        const text = 'prompt' in b && typeof b.prompt === 'string' ? b.prompt : chatPrompt((b as { messages: { role: string; content?: string | null | { type: string; text?: string }[] }[] }).messages);
+        const tokens = tokenize(text, cfg.vocab);
+        sendJson(req, res, 200, { count: tokens.length, max_model_len: cfg.maxModelLen, tokens, token_strs: null });
+      },
+      'POST /detokenize': async () => {
+        const b = parse(detokenizeBody, await jsonBody(req));
+        checkModel(b.model);
+        const bad = b.tokens.find((t) => t >= cfg.vocab);
+        if (bad !== undefined) throw new HttpError(400, `Token id ${bad} is out of vocabulary (vocab_size ${cfg.vocab})`, 'BadRequestError', 'tokens');
+        sendJson(req, res, 200, { prompt: detokenize(b.tokens) });
+      },
+      'POST /v1/completions': async () => {
+        const b = parse(completionBody, await jsonBody(req));
+        checkModel(b.model);
+        const ids = toIds(b.prompt);
+        const maxTokens = checkLength(ids.length, b.max_tokens ?? 16);
+        await generate(req, res, 'completion', b, ids, maxTokens);
+      },
+      'POST /v1/chat/completions': async () => {
+        const b = parse(chatBody, await jsonBody(req));
+        checkModel(b.model);
+        const ids = tokenize(chatPrompt(b.messages), cfg.vocab);
+        const maxTokens = checkLength(ids.length, b.max_completion_tokens ?? b.max_tokens);
+        await generate(req, res, 'chat', b, ids, maxTokens);
+      },
+    };
+    const fn = routes[route];
+    if (fn) return fn();
+    const known = Object.keys(routes).some((k) => k.endsWith(` ${url.pathname}`));
+    req.resume();
+    if (known) sendJson(req, res, 405, { detail: 'Method Not Allowed' });
+    else sendJson(req, res, 404, { detail: 'Not Found' });
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: opts.port ?? 0, host, backlog: 4096 }, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  log?.startup(cfg, modelName, host, port);
+  const url = `http://${host}:${port}`;
+
+  return {
+    url,
+    port,
+    host,
+    model: modelName,
+    engine,
+    metricsText: () => renderMetrics(engine, metrics, modelName),
+    async close() {
+      if (closing) return;
+      closing = true;
+      if (timer) clearTimeout(timer);
+      wake?.();
+      if (statsTimer) clearInterval(statsTimer);
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      });
+      if (logFd !== undefined) fs.closeSync(logFd);
+    },
+  };
 }
