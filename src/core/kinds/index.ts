@@ -1,6 +1,11 @@
 /** The registry of cell kinds: a new kind is one module plus one line here. */
 import type { KindModule } from '../engine/types';
 import { decodeRooflineKind } from './predictDecodeRoofline';
+import { recordKind } from './record';
+import { floorsKind } from './predictFloors';
+import { kvPoolKind } from './predictKvPool';
+import { rooflineKind } from './predictRoofline';
+import { servingKind } from './predictServing';
 import { setupKind } from './setup';
 
-export const KINDS: KindModule[] = [setupKind, decodeRooflineKind];
+export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, servingKind];

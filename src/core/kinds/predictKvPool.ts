@@ -1,0 +1,174 @@
+/**
+ * `predict: kv-pool` — vLLM V1 KV-cache sizing: what is left of gpu_memory_utilization × memory
+ * after weights, the activation peak and non-torch memory, in whole 16-token blocks.
+ */
+import { z } from 'zod';
+import { factsOutput } from '../engine/outputs';
+import { quantity } from '../engine/schema';
+import type { AnalyzeContext, KindModule, Setup } from '../engine/types';
+import { finding, type Finding } from '../findings';
+import { BLOCK_SIZE, DEFAULT_ACTIVATION_PEAK_BYTES, DEFAULT_NON_TORCH_BYTES, kvPool, type KvPool, type KvPoolOptions } from '../physics/kvPool';
+import { plotOutput } from '../plots/render';
+import { fmtBytes, fmtIn, fmtNum } from '../units';
+import { fraction, serverNumber, setupLabel } from './predictShared';
+
+const schema = z
+  .object({
+    predict: z.literal('kv-pool'),
+    gpu_memory_utilization: fraction.optional(),
+    /** Peak activation memory of vLLM's profiling pass. */
+    activation_peak: quantity('bytes', { min: 0 }).optional(),
+    /** CUDA context, NCCL buffers, other memory outside torch's allocator. */
+    non_torch_memory: quantity('bytes', { min: 0 }).optional(),
+    /** "Available KV cache memory: 56.34 GiB" from a vLLM log: size the pool from it. */
+    available_kv: quantity('bytes', { positive: true }).optional(),
+    max_model_len: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
+  })
+  .strict();
+
+type Cell = z.output<typeof schema>;
+
+const GiB = 2 ** 30;
+/** Card sizes sold as "N GB" that hold N GiB. */
+const BINARY_CARD_SIZES = new Set([16, 24, 32, 40, 80, 96]);
+
+function options(cell: Cell, setup: Setup): KvPoolOptions {
+  return {
+    gpuMemoryUtilization: cell.gpu_memory_utilization ?? serverNumber(setup, 'gpu_memory_utilization'),
+    activationPeakBytes: cell.activation_peak?.value,
+    nonTorchBytes: cell.non_torch_memory?.value,
+    availableKvBytes: cell.available_kv?.value,
+    maxModelLen: cell.max_model_len?.value ?? serverNumber(setup, 'max_model_len'),
+  };
+}
+
+/** An "N GB" card memory that is N GiB on the card: N, else undefined. */
+export function decimalCardSize(memoryBytes: number): number | undefined {
+  const n = memoryBytes / 1e9;
+  return Number.isInteger(n) && BINARY_CARD_SIZES.has(n) ? n : undefined;
+}
+
+function gbSlip(cell: Cell, ctx: AnalyzeContext): Finding[] {
+  const s = ctx.setup;
+  if (!s || cell.available_kv) return [];
+  const n = decimalCardSize(s.gpu.memory);
+  if (n === undefined) return [];
+  const opts = options(cell, s);
+  const asWritten = kvPool(s, opts);
+  const asCard = kvPool({ ...s, gpu: { ...s.gpu, memory: n * GiB } }, opts);
+  const cut = 1 - asWritten.pool_tokens / Math.max(1, asCard.pool_tokens);
+  const inline = s.cellIndex === undefined;
+  const actNote =
+    cell.activation_peak && cell.activation_peak.value > 4 * DEFAULT_ACTIVATION_PEAK_BYTES
+      ? ` The activation_peak of ${fmtBytes(cell.activation_peak.value)} is also far above the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB')} (activations and non-torch memory together) a real Qwen3-8B run left; with the default it would be ${fmtNum(kvPool({ ...s, gpu: { ...s.gpu, memory: n * GiB } }, { ...opts, activationPeakBytes: undefined }).pool_tokens, 0)} tokens.`
+      : '';
+  return [
+    finding(
+      'warning',
+      'kv-pool-gb-card-memory',
+      `The card memory is ${n} GB = ${fmtIn(n * 1e9, 'GiB')}, but an "${n}GB" card holds ${n} GiB = ${fmtIn(n * GiB, 'GB')}: the pool comes out at ${fmtNum(asWritten.pool_tokens, 0)} tokens instead of ${fmtNum(asCard.pool_tokens, 0)} (${fmtNum(cut * 100, 1)}% under), because gpu_memory_utilization × ${fmtIn(n * GiB - n * 1e9, 'GiB')} goes missing and all of it comes out of the KV cache.${actNote}`,
+      inline ? ['gpu', 'memory'] : ['predict'],
+      {
+        cause: 'GB is 10^9 bytes and GiB is 2^30; vendors print GB where the card holds GiB. This slip cost a real KV-pool prediction 10.5%.',
+        fix: `write "memory: ${n} GiB" (or use the catalog id)`,
+        ...(inline ? { quickFix: { title: `Use ${n} GiB`, edit: { path: ['gpu', 'memory'], value: `${n} GiB` } } } : {}),
+        ...(!inline ? { related: [{ message: `card memory set in setup "${s.name}"`, cellIndex: s.cellIndex, path: ['gpu', 'memory'] }] } : {}),
+      },
+    ),
+  ];
+}
+
+export const kvPoolKind: KindModule<Cell> = {
+  key: 'predict',
+  variant: 'kv-pool',
+  summary: 'predict: kv-pool — vLLM V1 KV-cache pool: tokens, blocks, max concurrency, memory breakdown',
+  schema,
+  needsSetup: true,
+  analyze(cell, ctx) {
+    const out = gbSlip(cell, ctx);
+    const s = ctx.setup;
+    if (s) {
+      const p = kvPool(s, options(cell, s));
+      if (p.pool_tokens <= 0) {
+        out.push(
+          finding('error', 'kv-pool-empty', `Nothing is left for the KV cache: ${fmtBytes(p.budget_bytes)} budget − ${fmtBytes(p.weights_bytes)} weights − ${fmtBytes(p.activation_peak_bytes + p.non_torch_bytes)} overhead = ${fmtBytes(p.available_kv_bytes)}`, ['predict'], {
+            fix: 'raise gpu_memory_utilization, quantize the weights (weights: fp8), or use a card with more memory',
+          }),
+        );
+      } else if (p.max_concurrency < 1) {
+        out.push(
+          finding('warning', 'kv-pool-below-max-model-len', `The pool holds ${fmtNum(p.pool_tokens, 0)} tokens, less than one request of max_model_len ${fmtNum(p.max_model_len, 0)}: vLLM refuses to start`, cell.max_model_len ? ['max_model_len'] : ['predict'], {
+            fix: `set max_model_len to at most ${fmtNum(p.pool_tokens, 0)}`,
+          }),
+        );
+      }
+    }
+    return out;
+  },
+  async run(cell, ctx) {
+    const s = ctx.setup!;
+    const p = kvPool(s, options(cell, s));
+    const facts: [string, string][] = [
+      ['card memory', fmtBytes(p.total_memory_bytes)],
+      [`× gpu_memory_utilization ${fmtNum(p.gpu_memory_utilization, 2)}`, fmtBytes(p.budget_bytes)],
+      ['− weights', fmtBytes(p.weights_bytes)],
+      ...((p.available_from === 'given'
+        ? [
+            ['available KV cache memory (given)', `${fmtIn(p.available_kv_bytes, 'GiB')} (${fmtIn(p.available_kv_bytes, 'GB')})`],
+            ['implied activation peak + non-torch = budget − weights − available', fmtBytes(p.budget_bytes - p.weights_bytes - p.available_kv_bytes)],
+          ]
+        : [
+            [`− activation peak${cell.activation_peak ? '' : ' (default)'}`, fmtBytes(p.activation_peak_bytes)],
+            [`− non-torch memory${cell.non_torch_memory ? '' : ' (default)'}`, fmtBytes(p.non_torch_bytes)],
+            ['= available KV cache memory', `${fmtIn(p.available_kv_bytes, 'GiB')} (${fmtIn(p.available_kv_bytes, 'GB')})`],
+          ]) as [string, string][]),
+      ['KV bytes per token', `${fmtNum(p.kv_bytes_per_token, 0)} B (${s.kvCache})`],
+      [`block = ${BLOCK_SIZE} tokens × all layers`, fmtBytes(p.page_size_bytes * s.model.layers)],
+      ['blocks', fmtNum(p.blocks, 0)],
+      ['GPU KV cache size', `${fmtNum(p.pool_tokens, 0)} tokens`],
+      [`max concurrency at ${fmtNum(p.max_model_len, 0)} tokens per request`, `${fmtNum(p.max_concurrency, 2)}x`],
+    ];
+    const plot = await breakdownPlot(p, s);
+    return {
+      values: { ...p },
+      outputs: [
+        factsOutput(
+          `KV-cache pool (vLLM V1) — ${setupLabel(s)}`,
+          facts,
+          'available = memory × gpu_memory_utilization − weights − activation peak − non-torch; blocks = floor(available / (2 × 16 × kv_heads × head_dim × bytes × layers)); tokens = blocks × 16. vLLM logs "Available KV cache memory" and "GPU KV cache size" with these meanings.',
+        ),
+        plot,
+      ],
+    };
+  },
+};
+
+async function breakdownPlot(p: KvPool, s: Setup) {
+  const pool = Math.max(0, p.pool_bytes);
+  const slack = Math.max(0, p.available_kv_bytes - pool);
+  const parts = [
+    { part: 'weights', bytes: p.weights_bytes },
+    ...(p.available_from === 'given'
+      ? [{ part: 'activation peak + non-torch (implied)', bytes: Math.max(0, p.budget_bytes - p.weights_bytes - p.available_kv_bytes) }]
+      : [
+          { part: 'activation peak', bytes: p.activation_peak_bytes },
+          { part: 'non-torch', bytes: p.non_torch_bytes },
+        ]),
+    { part: 'KV cache pool', bytes: pool },
+    { part: 'less than one block', bytes: slack },
+    { part: 'outside gpu_memory_utilization', bytes: Math.max(0, p.total_memory_bytes - p.budget_bytes) },
+  ].map((x, order) => ({ ...x, order, gib: x.bytes / GiB, label: fmtBytes(x.bytes) }));
+  return plotOutput({
+    title: `Memory of ${s.gpu.id}: ${fmtNum(p.pool_tokens, 0)} KV tokens`,
+    width: 460,
+    height: 70,
+    data: { values: parts },
+    mark: { type: 'bar' },
+    encoding: {
+      x: { field: 'gib', type: 'quantitative', stack: 'zero', title: 'GiB (2^30 bytes)' },
+      color: { field: 'part', type: 'nominal', sort: parts.map((x) => x.part), title: null },
+      order: { field: 'order', type: 'quantitative' },
+      tooltip: [{ field: 'part' }, { field: 'label', title: 'size' }],
+    },
+  });
+}
