@@ -1,0 +1,354 @@
+/**
+ * The streaming client: one POST per request on undici's raw dispatch API (no stream objects, no
+ * promise per chunk), SSE parsed incrementally, and one monotonic timestamp taken per socket read
+ * as the bytes arrive — before any parsing — and given to every event that read completes.
+ *
+ * Requests follow PHYSICS.md's benchmark rules: prompts are token-id lists of exact length,
+ * `ignore_eos` + `min_tokens` + `max_tokens` fix the output length, top_p/top_k are set (so vLLM keeps
+ * its fused sampler), no request-level `seed`, and `stream_options.include_usage` is on.
+ *
+ * The API key only ever goes into the Authorization header; every message that could carry text
+ * from the server passes through redact() first.
+ */
+import { Agent, type Dispatcher } from 'undici';
+import type { ErrorKind } from './metrics';
+
+export type BenchApi = 'completions' | 'chat';
+
+export interface ClientConfig {
+  /** Base URL, e.g. http://127.0.0.1:8000 (a trailing /v1 is accepted). */
+  baseUrl: string;
+  api: BenchApi;
+  model: string;
+  apiKey?: string;
+  /** No bytes for this long → the request ends with kind "timeout". */
+  idleTimeoutMs: number;
+  /** Whole-request limit, ms (0 = none). */
+  requestTimeoutMs: number;
+  /** After the usage chunk, how long to wait for [DONE] before ending with kind "no-done". */
+  doneGraceMs: number;
+  topP: number;
+  topK: number;
+  temperature: number;
+  /** Extra JSON fields merged into every request body. */
+  extraBody?: Record<string, unknown>;
+  /** Extra headers (never logged). */
+  headers?: Record<string, string>;
+}
+
+export interface RequestSpec {
+  /** Token ids (completions) or text (chat). */
+  prompt: number[] | string;
+  outputTokens: number;
+  /** Sent as X-Request-Id (vLLM uses it as the request id); lets a server's log be matched. */
+  requestId?: string;
+  /** A body built ahead of time with buildBody (keeps JSON work out of the measured window). */
+  body?: string;
+}
+
+/** What one request produced; times are absolute performance.now() ms of the thread that sent it. */
+export interface RawResult {
+  sentAt: number;
+  chunkAt: number[];
+  endAt: number;
+  promptTokens?: number;
+  outputTokens?: number;
+  cachedTokens?: number;
+  ok: boolean;
+  errorKind?: ErrorKind;
+  errorMessage?: string;
+  httpStatus?: number;
+}
+
+export const now: () => number = () => performance.now();
+
+/** Remove a key and anything that looks like a bearer token from a text meant to be shown or stored. */
+export function redact(text: string, key?: string): string {
+  let s = text;
+  if (key && key.length >= 4) s = s.split(key).join('[redacted]');
+  return s.replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+)?[^\s"',}]+/gi, '$1[redacted]').replace(/bearer\s+[A-Za-z0-9._~+/=-]{4,}/gi, 'Bearer [redacted]');
+}
+
+export function normalizeBaseUrl(url: string): string {
+  return url.replace(/\/+$/, '').replace(/\/v1$/, '');
+}
+
+/** An undici Agent sized for a sweep: enough connections for the largest point, no pipelining. */
+export function createAgent(connections: number): Agent {
+  return new Agent({ connections: Math.max(1, connections), pipelining: 1, keepAliveTimeout: 30_000, connectTimeout: 10_000 });
+}
+
+export function buildBody(cfg: ClientConfig, spec: RequestSpec): string {
+  const common = {
+    model: cfg.model,
+    max_tokens: spec.outputTokens,
+    min_tokens: spec.outputTokens,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
+    temperature: cfg.temperature,
+    top_p: cfg.topP,
+    top_k: cfg.topK,
+    ...(cfg.extraBody ?? {}),
+  };
+  if (cfg.api === 'chat') {
+    const text = typeof spec.prompt === 'string' ? spec.prompt : spec.prompt.join(' ');
+    return JSON.stringify({ ...common, messages: [{ role: 'user', content: text }] });
+  }
+  return JSON.stringify({ ...common, prompt: spec.prompt });
+}
+
+function classifyStatus(status: number): ErrorKind {
+  if (status === 429) return 'rate-limited';
+  if (status >= 500) return 'server-error';
+  return 'bad-request';
+}
+
+function classifyError(err: any): { kind: ErrorKind; message: string } {
+  const code: string = err?.code ?? err?.cause?.code ?? '';
+  const msg = `${err?.message ?? err}${code && !String(err?.message).includes(code) ? ` (${code})` : ''}`;
+  if (err?.name === 'BenchTimeout') return { kind: 'timeout', message: err.message };
+  if (err?.name === 'BenchCancel' || err?.name === 'AbortError' || code === 'UND_ERR_ABORTED') return { kind: 'cancelled', message: 'cancelled' };
+  if (code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'timeout', message: msg };
+  if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'].includes(code)) return { kind: 'connect', message: msg };
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE' || code === 'UND_ERR_CLOSED') return { kind: 'reset', message: msg };
+  return { kind: 'client', message: msg };
+}
+
+function namedError(name: string, message: string): Error {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+const MAX_ERROR_BODY = 2048;
+
+/**
+ * Send one streaming request. Never throws and never rejects: every outcome, including a
+ * refused connection, ends in a RawResult with an error kind.
+ */
+export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: RequestSpec, signal?: AbortSignal): Promise<RawResult> {
+  return new Promise<RawResult>((resolve) => {
+    const base = normalizeBaseUrl(cfg.baseUrl);
+    const u = new URL(base);
+    const path = `${u.pathname.replace(/\/$/, '')}/v1/${cfg.api === 'chat' ? 'chat/completions' : 'completions'}`;
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream', ...(cfg.headers ?? {}) };
+    if (cfg.apiKey) headers.authorization = `Bearer ${cfg.apiKey}`;
+    if (spec.requestId) headers['x-request-id'] = spec.requestId;
+    const body = spec.body ?? buildBody(cfg, spec);
+
+    const chunkAt: number[] = [];
+    let status = 0;
+    let errBody = '';
+    let pending = '';
+    let data: string | undefined;
+    let done = false;
+    let usageSeen = false;
+    let promptTokens: number | undefined;
+    let outputTokens: number | undefined;
+    let cachedTokens: number | undefined;
+    let finished = false;
+    let controller: Dispatcher.DispatchController | undefined;
+    let failure: { kind: ErrorKind; message: string } | undefined;
+    let graceTimer: NodeJS.Timeout | undefined;
+    let totalTimer: NodeJS.Timeout | undefined;
+    const decoder = new TextDecoder();
+    const sentAt = now();
+
+    const finish = (end: number) => {
+      if (finished) return;
+      finished = true;
+      if (graceTimer) clearTimeout(graceTimer);
+      if (totalTimer) clearTimeout(totalTimer);
+      signal?.removeEventListener('abort', onAbort);
+      const r: RawResult = { sentAt, chunkAt, endAt: end, promptTokens, outputTokens, cachedTokens, ok: false };
+      if (status) r.httpStatus = status;
+      if (failure) {
+        r.errorKind = failure.kind;
+        r.errorMessage = redact(failure.message, cfg.apiKey);
+      } else if (status !== 200) {
+        r.errorKind = classifyStatus(status);
+        r.errorMessage = redact(`HTTP ${status}: ${errBody.trim().slice(0, 500) || '(empty body)'}`, cfg.apiKey);
+      } else if (done || usageSeen) {
+        if (!chunkAt.length) {
+          r.errorKind = 'empty';
+          r.errorMessage = 'the stream ended without a chunk carrying a choice';
+        } else {
+          r.ok = true;
+          if (!usageSeen) {
+            r.errorKind = 'missing-usage';
+            r.errorMessage = 'no usage chunk (stream_options.include_usage ignored?): output tokens counted from chunks';
+            r.outputTokens = chunkAt.length;
+          } else if (!done) {
+            r.errorKind = 'no-done';
+            r.errorMessage = `no "data: [DONE]" within ${cfg.doneGraceMs} ms after the usage chunk`;
+          }
+        }
+      } else {
+        r.errorKind = 'truncated';
+        r.errorMessage = `the stream closed after ${chunkAt.length} chunks without usage or [DONE]`;
+      }
+      resolve(r);
+    };
+    const fail = (kind: ErrorKind, message: string) => {
+      if (failure || finished) return;
+      failure = { kind, message };
+      controller?.abort(namedError('BenchFail', message));
+      // abort() reaches onResponseError, which finishes; if the request had not started, finish now.
+      if (!controller) finish(now());
+    };
+    const onAbort = () => fail('cancelled', 'cancelled');
+    if (signal) {
+      if (signal.aborted) {
+        failure = { kind: 'cancelled', message: 'cancelled before it was sent' };
+        finish(sentAt);
+        return;
+      }
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+    if (cfg.requestTimeoutMs > 0) totalTimer = setTimeout(() => fail('timeout', `no complete response within ${cfg.requestTimeoutMs} ms (request timeout)`), cfg.requestTimeoutMs);
+
+    const onEvent = (payload: string, t: number) => {
+      if (payload === '[DONE]') {
+        done = true;
+        return;
+      }
+      let obj: any;
+      try {
+        obj = JSON.parse(payload);
+      } catch {
+        fail('malformed-json', `a chunk is not JSON: ${payload.slice(0, 120)}`);
+        return;
+      }
+      if (obj === null || typeof obj !== 'object') {
+        fail('malformed-json', `a chunk is not a JSON object: ${payload.slice(0, 120)}`);
+        return;
+      }
+      if (obj.error) {
+        const m = typeof obj.error === 'string' ? obj.error : (obj.error.message ?? JSON.stringify(obj.error));
+        fail('api-error', `error in the stream: ${String(m).slice(0, 300)}`);
+        return;
+      }
+      const choices = obj.choices;
+      if (Array.isArray(choices) && choices.length) chunkAt.push(t);
+      const usage = obj.usage;
+      if (usage && typeof usage === 'object') {
+        usageSeen = true;
+        if (typeof usage.prompt_tokens === 'number') promptTokens = usage.prompt_tokens;
+        if (typeof usage.completion_tokens === 'number') outputTokens = usage.completion_tokens;
+        const c = usage.prompt_tokens_details?.cached_tokens;
+        if (typeof c === 'number') cachedTokens = c;
+        if (!done && cfg.doneGraceMs >= 0 && !graceTimer) {
+          graceTimer = setTimeout(() => {
+            if (!done && !finished) {
+              controller?.abort(namedError('BenchGrace', 'no [DONE]'));
+            }
+          }, cfg.doneGraceMs);
+        }
+      }
+    };
+
+    const onText = (text: string, t: number) => {
+      pending += text;
+      let start = 0;
+      for (;;) {
+        const nl = pending.indexOf('\n', start);
+        if (nl < 0) break;
+        let line = pending.slice(start, nl);
+        start = nl + 1;
+        if (line.endsWith('\r')) line = line.slice(0, -1);
+        if (line === '') {
+          if (data !== undefined) {
+            const d = data;
+            data = undefined;
+            onEvent(d, t);
+            if (failure) return;
+          }
+        } else if (line.startsWith('data:')) {
+          const v = line.charCodeAt(5) === 32 ? line.slice(6) : line.slice(5);
+          data = data === undefined ? v : `${data}\n${v}`;
+        } else if (line.charCodeAt(0) === 58 /* ':' comment */ || line.startsWith('event:') || line.startsWith('id:') || line.startsWith('retry:')) {
+          // not used by OpenAI-compatible streams
+        } else {
+          fail('malformed-sse', `not an SSE line: ${line.slice(0, 120)}`);
+          return;
+        }
+      }
+      pending = start ? pending.slice(start) : pending;
+      if (pending.length > 1 << 20) fail('malformed-sse', 'an SSE line longer than 1 MiB');
+    };
+
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(c) {
+        controller = c;
+        if (failure) c.abort(namedError('BenchFail', failure.message));
+      },
+      onResponseStart(_c, statusCode) {
+        status = statusCode;
+      },
+      onResponseData(_c, chunk) {
+        const t = now();
+        if (status !== 200) {
+          if (errBody.length < MAX_ERROR_BODY) errBody += chunk.toString('utf8', 0, Math.min(chunk.length, MAX_ERROR_BODY));
+          return;
+        }
+        if (failure) return;
+        onText(decoder.decode(chunk, { stream: true }), t);
+      },
+      onResponseEnd() {
+        const t = now();
+        if (status === 200 && !failure) {
+          onText(decoder.decode() + '\n\n', t);
+        }
+        finish(t);
+      },
+      onResponseError(_c, err) {
+        const t = now();
+        if (!failure) {
+          if ((err as Error)?.name === 'BenchGrace') {
+            // usage came, [DONE] did not: finish() records a soft "no-done".
+          } else if ((err as Error)?.name !== 'BenchFail') {
+            failure = classifyError(err);
+            if (failure.kind === 'reset' && chunkAt.length) failure.message = `connection reset after ${chunkAt.length} chunks: ${failure.message}`;
+          }
+        }
+        finish(t);
+      },
+    };
+    try {
+      dispatcher.dispatch(
+        {
+          origin: u.origin,
+          path,
+          method: 'POST',
+          headers,
+          body,
+          headersTimeout: cfg.idleTimeoutMs,
+          bodyTimeout: cfg.idleTimeoutMs,
+        },
+        handler,
+      );
+    } catch (e) {
+      failure = classifyError(e);
+      finish(now());
+    }
+  });
+}
+
+/** A small GET (JSON or text) with a timeout; returns status and body, or throws a classified error. */
+export async function getText(dispatcher: Dispatcher, baseUrl: string, path: string, apiKey: string | undefined, timeoutMs = 5000): Promise<{ status: number; body: string; ms: number }> {
+  const u = new URL(normalizeBaseUrl(baseUrl));
+  const headers: Record<string, string> = {};
+  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const t0 = now();
+  try {
+    const res = await dispatcher.request({ origin: u.origin, path: `${u.pathname.replace(/\/$/, '')}${path}`, method: 'GET', headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const body = await res.body.text();
+    return { status: res.statusCode, body, ms: now() - t0 };
+  } catch (e) {
+    const c = classifyError(e);
+    const err = new Error(redact(c.message, apiKey));
+    (err as any).kind = c.kind;
+    throw err;
+  }
+}

@@ -1,0 +1,213 @@
+/**
+ * Load shapes for one sweep point.
+ *
+ * - Closed loop: `concurrency` requests in flight, each refilled as one completes (fixes L).
+ * - Open loop: arrivals at `rate` req/s, Poisson (burstiness 1) or gamma (shape = burstiness), with
+ *   an optional concurrency cap (fixes λ). Latencies count from the *scheduled* send time; how late
+ *   each request really left (dispatch lag) is reported.
+ *
+ * Warm-up requests run first at the point's load and are not recorded. Request bodies are built
+ * before the measured window when the request count is known. The load generator samples its own
+ * in-flight count on a timer (for Little's law) and the event loop's delay (the client's lag).
+ */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Dispatcher } from 'undici';
+import { buildBody, now, sendRequest, type ClientConfig, type RawResult } from './client';
+import { distribution, type Dist, type RequestRecord } from './metrics';
+import { interArrivals, type PromptSource } from './prompts';
+
+export interface PointLoad {
+  mode: 'closed' | 'open';
+  /** Closed loop: requests in flight. Open loop: an optional cap. */
+  concurrency?: number;
+  /** Open loop: requests per second. */
+  rate?: number;
+  /** Gamma shape of inter-arrival times; 1 = Poisson. */
+  burstiness?: number;
+  /** Requests in the point (or durationMs). */
+  requests?: number;
+  /** Issue new requests for this long, then wait for those in flight. */
+  durationMs?: number;
+  warmup?: number;
+  outputTokens: number;
+  /** Seed for the arrival process (open loop). */
+  seed: number;
+}
+
+export interface LagStats {
+  mean_ms: number;
+  p50_ms: number;
+  p99_ms: number;
+  max_ms: number;
+}
+
+export interface PointRun {
+  records: RequestRecord[];
+  /** Point start → last request end, ms. */
+  durationMs: number;
+  /** performance.timeOrigin + performance.now() at the point's t = 0, to align with other clocks. */
+  t0EpochMs: number;
+  /** Time average of the sampled in-flight count over the point. */
+  observedInFlight: number;
+  maxInFlight: number;
+  /** Open loop: actual − scheduled send time. */
+  dispatchLagMs?: Dist;
+  /** The event loop's delay in the thread generating the load, during the point. */
+  loopLag: LagStats;
+  cancelled: boolean;
+}
+
+export interface RunPointOptions {
+  signal?: AbortSignal;
+  /** Prefix for X-Request-Id. */
+  requestIdPrefix?: string;
+  /** Called after each measured request ends (progress). */
+  onRequest?(done: number, total: number | undefined): void;
+  /** In-flight sampling period, ms. */
+  samplePeriodMs?: number;
+}
+
+const MAX_REQUESTS = 1_000_000;
+
+export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: PointLoad, prompts: PromptSource, opts: RunPointOptions = {}): Promise<PointRun> {
+  const signal = opts.signal;
+  const prefix = opts.requestIdPrefix ?? 'inflab';
+  const spec = (i: number, tag: string) => ({ prompt: [], outputTokens: load.outputTokens, requestId: `${prefix}-${tag}${i}`, body: buildBody(cfg, { prompt: prompts.next(), outputTokens: load.outputTokens }) });
+
+  // Warm-up: at the point's concurrency, not recorded.
+  const warm = Math.max(0, load.warmup ?? 0);
+  if (warm && !signal?.aborted) {
+    const par = Math.max(1, Math.min(warm, load.concurrency ?? 1));
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: par }, async () => {
+        while (next < warm && !signal?.aborted) {
+          const i = next++;
+          await sendRequest(dispatcher, cfg, spec(i, 'w'), signal);
+        }
+      }),
+    );
+  }
+
+  const total = load.requests;
+  const pre = total !== undefined ? Array.from({ length: total }, (_, i) => spec(i, 'r')) : undefined;
+  const bodyOf = (i: number) => (pre ? pre[i] : spec(i, 'r'));
+
+  const records: RequestRecord[] = [];
+  const LAG_RES_MS = 5;
+  const lag = monitorEventLoopDelay({ resolution: LAG_RES_MS });
+  lag.enable();
+  const t0 = now();
+  const t0EpochMs = performance.timeOrigin + t0;
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let sampleSum = 0;
+  let sampleN = 0;
+  const sampler = setInterval(() => {
+    sampleSum += inFlight;
+    sampleN++;
+  }, opts.samplePeriodMs ?? 5);
+  let doneCount = 0;
+  const lags: number[] = [];
+
+  const record = (id: number, scheduledAbs: number, r: RawResult) => {
+    const rec: RequestRecord = {
+      id,
+      scheduledMs: scheduledAbs - t0,
+      sentMs: r.sentAt - t0,
+      chunkMs: r.chunkAt.map((t) => t - t0),
+      endMs: r.endAt - t0,
+      ok: r.ok,
+    };
+    if (r.promptTokens !== undefined) rec.promptTokens = r.promptTokens;
+    if (r.outputTokens !== undefined) rec.outputTokens = r.outputTokens;
+    if (r.cachedTokens !== undefined) rec.cachedTokens = r.cachedTokens;
+    if (r.errorKind) rec.errorKind = r.errorKind;
+    if (r.errorMessage) rec.errorMessage = r.errorMessage;
+    if (r.httpStatus !== undefined && r.httpStatus !== 200) rec.httpStatus = r.httpStatus;
+    records[id] = rec;
+    doneCount++;
+    opts.onRequest?.(doneCount, total);
+  };
+  const send = async (id: number, scheduledAbs: number) => {
+    inFlight++;
+    if (inFlight > maxInFlight) maxInFlight = inFlight;
+    const r = await sendRequest(dispatcher, cfg, bodyOf(id), signal);
+    inFlight--;
+    record(id, scheduledAbs, r);
+  };
+  const limit = total ?? MAX_REQUESTS;
+  const deadline = load.durationMs !== undefined ? t0 + load.durationMs : Infinity;
+
+  try {
+    if (load.mode === 'closed') {
+      const c = Math.max(1, load.concurrency ?? 1);
+      let issued = 0;
+      await Promise.all(
+        Array.from({ length: c }, async () => {
+          while (issued < limit && !signal?.aborted) {
+            const t = now();
+            if (t >= deadline) break;
+            const id = issued++;
+            await send(id, t);
+          }
+        }),
+      );
+    } else {
+      const rate = load.rate!;
+      const count = total ?? Math.min(MAX_REQUESTS, Math.ceil(((load.durationMs ?? 0) / 1000) * rate * 1.5) + 16);
+      const gaps = interArrivals(load.seed, rate, count, load.burstiness ?? 1);
+      const cap = load.concurrency ?? Infinity;
+      const running = new Set<Promise<void>>();
+      let slotFree: (() => void) | undefined;
+      let at = t0;
+      for (let i = 0; i < count && !signal?.aborted; i++) {
+        at += gaps[i] * 1000;
+        if (at - t0 >= (load.durationMs ?? Infinity)) break;
+        const wait = at - now();
+        if (wait > 1) await sleep(wait - 0.5, signal);
+        if (signal?.aborted) break;
+        while (inFlight >= cap && !signal?.aborted) await new Promise<void>((res) => (slotFree = res));
+        lags.push(now() - at);
+        const p = send(i, at).then(() => {
+          running.delete(p);
+          const f = slotFree;
+          slotFree = undefined;
+          f?.();
+        });
+        running.add(p);
+      }
+      await Promise.all(running);
+    }
+  } finally {
+    clearInterval(sampler);
+    lag.disable();
+  }
+  const dense = records.filter(Boolean);
+  const end = dense.reduce((m, r) => Math.max(m, r.endMs), 0);
+  // The histogram records whole timer intervals; the lag is what exceeds the timer's period.
+  const ns = (v: number) => (Number.isFinite(v) ? Math.max(0, v / 1e6 - LAG_RES_MS) : 0);
+  return {
+    records: dense,
+    durationMs: end,
+    t0EpochMs,
+    observedInFlight: sampleN ? sampleSum / sampleN : NaN,
+    maxInFlight,
+    dispatchLagMs: load.mode === 'open' ? distribution(lags, [90, 99]) : undefined,
+    loopLag: { mean_ms: ns(lag.mean), p50_ms: ns(lag.percentile(50)), p99_ms: ns(lag.percentile(99)), max_ms: ns(lag.max) },
+    cancelled: !!signal?.aborted,
+  };
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((res) => {
+    if (signal?.aborted) return res();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      res();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

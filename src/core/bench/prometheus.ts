@@ -1,0 +1,244 @@
+/**
+ * Prometheus text exposition format (version 0.0.4), parsed by hand, and the server evidence a
+ * bench point takes from vLLM's `/metrics`: Δ prefix-cache hit rate (Δhits/Δqueries, token
+ * counters), Δ preemptions, and peaks of KV usage and running/waiting requests.
+ *
+ * Metric names moved between vLLM versions; each quantity lists its names newest first.
+ */
+
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+  timestampMs?: number;
+}
+
+export interface Family {
+  name: string;
+  type?: string;
+  help?: string;
+  samples: Sample[];
+}
+
+function parseValue(s: string): number {
+  if (s === '+Inf' || s === 'Inf') return Infinity;
+  if (s === '-Inf') return -Infinity;
+  if (s === 'NaN') return NaN;
+  const v = Number(s);
+  return v;
+}
+
+function unescapeLabel(s: string): string {
+  return s.replace(/\\(n|\\|")/g, (_m, c) => (c === 'n' ? '\n' : c));
+}
+
+function unescapeHelp(s: string): string {
+  return s.replace(/\\(n|\\)/g, (_m, c) => (c === 'n' ? '\n' : '\\'));
+}
+
+/** The family a sample belongs to: histogram/summary suffixes fold into their family. */
+function familyOf(name: string, types: Map<string, string>): string {
+  if (types.has(name)) return name;
+  for (const suf of ['_bucket', '_sum', '_count', '_total', '_created', '_gsum', '_gcount']) {
+    if (name.endsWith(suf)) {
+      const base = name.slice(0, -suf.length);
+      if (types.has(base)) return base;
+    }
+  }
+  return name;
+}
+
+/**
+ * Parse the text format into families (in order of first appearance). Lines that do not parse are
+ * skipped and counted in `bad`; a server's odd line must not cost the whole scrape.
+ */
+export function parsePrometheusText(text: string): { families: Family[]; bad: number } {
+  const types = new Map<string, string>();
+  const helps = new Map<string, string>();
+  const fams = new Map<string, Family>();
+  let bad = 0;
+  const get = (name: string): Family => {
+    let f = fams.get(name);
+    if (!f) {
+      f = { name, samples: [] };
+      fams.set(name, f);
+    }
+    return f;
+  };
+  for (const raw of text.split('\n')) {
+    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
+    if (!line.trim()) continue;
+    if (line.startsWith('#')) {
+      const m = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(line);
+      if (m) {
+        if (m[1] === 'TYPE') {
+          types.set(m[2], (m[3] ?? 'untyped').trim());
+          get(m[2]).type = (m[3] ?? 'untyped').trim();
+        } else {
+          helps.set(m[2], unescapeHelp(m[3] ?? ''));
+          get(m[2]).help = unescapeHelp(m[3] ?? '');
+        }
+      }
+      continue;
+    }
+    const s = parseSampleLine(line);
+    if (!s) {
+      bad++;
+      continue;
+    }
+    get(familyOf(s.name, types)).samples.push(s);
+  }
+  for (const [n, f] of fams) if (!f.samples.length && !types.has(n) && !helps.has(n)) fams.delete(n);
+  return { families: [...fams.values()], bad };
+}
+
+function parseSampleLine(line: string): Sample | undefined {
+  let i = 0;
+  const n = line.length;
+  while (i < n && line[i] === ' ') i++;
+  const nameStart = i;
+  while (i < n && /[A-Za-z0-9_:]/.test(line[i])) i++;
+  const name = line.slice(nameStart, i);
+  if (!name || /^[0-9]/.test(name)) return undefined;
+  const labels: Record<string, string> = {};
+  if (line[i] === '{') {
+    i++;
+    for (;;) {
+      while (i < n && (line[i] === ' ' || line[i] === ',')) i++;
+      if (line[i] === '}') {
+        i++;
+        break;
+      }
+      const ks = i;
+      while (i < n && /[A-Za-z0-9_]/.test(line[i])) i++;
+      const key = line.slice(ks, i);
+      while (i < n && line[i] === ' ') i++;
+      if (!key || line[i] !== '=') return undefined;
+      i++;
+      while (i < n && line[i] === ' ') i++;
+      if (line[i] !== '"') return undefined;
+      i++;
+      let v = '';
+      while (i < n && line[i] !== '"') {
+        if (line[i] === '\\' && i + 1 < n) {
+          v += line[i] + line[i + 1];
+          i += 2;
+        } else v += line[i++];
+      }
+      if (line[i] !== '"') return undefined;
+      i++;
+      labels[key] = unescapeLabel(v);
+    }
+  }
+  const rest = line.slice(i).trim().split(/\s+/);
+  if (!rest[0]) return undefined;
+  const value = parseValue(rest[0]);
+  if (Number.isNaN(value) && rest[0] !== 'NaN') return undefined;
+  const s: Sample = { name, labels, value };
+  if (rest[1] !== undefined) {
+    const ts = Number(rest[1]);
+    if (!Number.isFinite(ts)) return undefined;
+    s.timestampMs = ts;
+  }
+  return s;
+}
+
+/** A flat view: sample name → sum over label sets (vLLM labels by model and engine). */
+export type Snapshot = Map<string, number>;
+
+export function snapshotOf(text: string): Snapshot {
+  const m: Snapshot = new Map();
+  for (const f of parsePrometheusText(text).families)
+    for (const s of f.samples) {
+      if (s.name.endsWith('_bucket') || s.name.endsWith('_created')) continue;
+      m.set(s.name, (m.get(s.name) ?? 0) + s.value);
+    }
+  return m;
+}
+
+/** Names of each quantity, newest first (see the metrics section of the vLLM formats reference). */
+export const METRIC_NAMES = {
+  prefixHits: ['vllm:prefix_cache_hits_total', 'vllm:prefix_cache_hits', 'vllm:gpu_prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits'],
+  prefixQueries: ['vllm:prefix_cache_queries_total', 'vllm:prefix_cache_queries', 'vllm:gpu_prefix_cache_queries_total', 'vllm:gpu_prefix_cache_queries'],
+  prefixHitRateGauge: ['vllm:gpu_prefix_cache_hit_rate'],
+  preemptions: ['vllm:num_preemptions_total', 'vllm:num_preemptions'],
+  kvUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
+  running: ['vllm:num_requests_running'],
+  waiting: ['vllm:num_requests_waiting'],
+  promptTokens: ['vllm:prompt_tokens_total', 'vllm:prompt_tokens'],
+  generationTokens: ['vllm:generation_tokens_total', 'vllm:generation_tokens'],
+} as const;
+
+export type Quantity = keyof typeof METRIC_NAMES;
+
+/** The first name of a quantity present in a snapshot. */
+export function pick(s: Snapshot, q: Quantity): { name: string; value: number } | undefined {
+  for (const name of METRIC_NAMES[q]) {
+    const v = s.get(name);
+    if (v !== undefined) return { name, value: v };
+  }
+  return undefined;
+}
+
+export interface ServerEvidence {
+  /** Δhits / Δqueries over the point (token counters); undefined when the server has no counters. */
+  prefix_hit_rate?: number;
+  prefix_hits_delta?: number;
+  prefix_queries_delta?: number;
+  /** The metric names the numbers came from. */
+  prefix_metric?: string;
+  /** V0's gauge (a lifetime figure, not per point) when that is all the server has. */
+  prefix_hit_rate_gauge?: number;
+  preemptions_delta?: number;
+  /** Peak KV-cache usage seen (0..1) across the scrapes of the point. */
+  kv_usage_peak?: number;
+  running_peak?: number;
+  waiting_peak?: number;
+  prompt_tokens_delta?: number;
+  generation_tokens_delta?: number;
+  scrapes: number;
+}
+
+/** Evidence from the snapshot before the point, the one after, and any taken during it. */
+export function evidence(before: Snapshot, after: Snapshot, during: Snapshot[] = []): ServerEvidence {
+  const ev: ServerEvidence = { scrapes: 2 + during.length };
+  const delta = (q: Quantity) => {
+    const a = pick(after, q);
+    if (!a) return undefined;
+    const b = before.get(a.name) ?? 0;
+    return { name: a.name, d: a.value - b };
+  };
+  const h = delta('prefixHits');
+  const qd = delta('prefixQueries');
+  if (h && qd) {
+    ev.prefix_hits_delta = h.d;
+    ev.prefix_queries_delta = qd.d;
+    ev.prefix_metric = `${h.name} / ${qd.name}`;
+    ev.prefix_hit_rate = qd.d > 0 ? h.d / qd.d : undefined;
+  } else {
+    const g = pick(after, 'prefixHitRateGauge');
+    if (g) ev.prefix_hit_rate_gauge = g.value;
+  }
+  const p = delta('preemptions');
+  if (p) ev.preemptions_delta = p.d;
+  const pt = delta('promptTokens');
+  if (pt) ev.prompt_tokens_delta = pt.d;
+  const gt = delta('generationTokens');
+  if (gt) ev.generation_tokens_delta = gt.d;
+  const all = [before, ...during, after];
+  const peak = (q: Quantity) => {
+    let m: number | undefined;
+    for (const s of all) {
+      const v = pick(s, q)?.value;
+      if (v !== undefined && (m === undefined || v > m)) m = v;
+    }
+    return m;
+  };
+  const kv = peak('kvUsage');
+  if (kv !== undefined) ev.kv_usage_peak = kv > 1.0001 ? kv / 100 : kv;
+  const r = peak('running');
+  if (r !== undefined) ev.running_peak = r;
+  const w = peak('waiting');
+  if (w !== undefined) ev.waiting_peak = w;
+  return ev;
+}

@@ -1,0 +1,319 @@
+/**
+ * A sweep: probe the endpoint (model, RTT, /metrics), then run the points in order — each with its
+ * own seed unless a fixed one was asked for — scraping /metrics before, during and after each, and
+ * reporting every finished point at once (so a cancel or a crash keeps it). Runs wherever it is
+ * called: the bench worker calls it, and so does the in-thread fallback.
+ */
+import type { Dispatcher } from 'undici';
+import { createAgent, getText, normalizeBaseUrl, redact, type BenchApi, type ClientConfig } from './client';
+import { runPoint, type LagStats } from './loadgen';
+import { summarizeRecords, type Dist, type PointMetrics, type SloSpec } from './metrics';
+import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
+import { pointSeed, promptSource } from './prompts';
+import { toColumnar, type ColumnarRecords } from './records';
+
+export interface SweepOptions {
+  endpoint: string;
+  /** Used for the Authorization header only; never copied into a result. */
+  apiKey?: string;
+  api?: BenchApi;
+  /** Model name for requests; default: the first model /v1/models lists. */
+  model?: string;
+  /** Vocabulary size for random prompt ids. */
+  vocab: number;
+  input: number;
+  output: number;
+  /** Closed loop: one point per concurrency. */
+  concurrency?: number[];
+  /** Open loop: one point per rate (req/s). `concurrency` (a single value) then caps in-flight requests. */
+  rate?: number[];
+  burstiness?: number;
+  /** Open loop cap. */
+  maxConcurrency?: number;
+  requests?: number;
+  durationMs?: number;
+  warmup?: number;
+  /** Per-point seeds derived from `base` (default), or one fixed seed for every point (the trap). */
+  seed?: { mode: 'per-point'; base: number } | { mode: 'fixed'; value: number };
+  idleTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  doneGraceMs?: number;
+  topP?: number;
+  topK?: number;
+  temperature?: number;
+  /** Scrape /metrics before/during/after each point when the endpoint has it. Default true. */
+  scrape?: boolean;
+  scrapeIntervalMs?: number;
+  /** Stop after a point whose failure rate exceeds this (0..1); undefined = continue. */
+  stopAbove?: number;
+  /** GET round trips used to measure the network RTT. */
+  rttProbes?: number;
+  percentiles?: number[];
+  slo?: SloSpec;
+  /** A point whose Δ prefix-cache hit rate (or cached-token share) exceeds this is contaminated. */
+  contaminationThreshold?: number;
+  /** Keep the per-request records (columnar) in each point. Default true. */
+  keepRecords?: boolean;
+  /** X-Request-Id prefix; default a random run id. */
+  runId?: string;
+}
+
+export interface PointResult {
+  index: number;
+  mode: 'closed' | 'open';
+  concurrency?: number;
+  rate?: number;
+  seed: number;
+  metrics: PointMetrics;
+  evidence?: ServerEvidence;
+  /** Share of prompt tokens the server reported as cached (usage.prompt_tokens_details.cached_tokens). */
+  cached_share?: number;
+  contaminated: boolean;
+  contaminationReason?: string;
+  durationMs: number;
+  t0EpochMs: number;
+  observedInFlight: number;
+  maxInFlight: number;
+  dispatchLagMs?: Dist;
+  loopLag: LagStats;
+  cancelled: boolean;
+  records?: ColumnarRecords;
+}
+
+export interface RttResult {
+  path: string;
+  n: number;
+  median_ms: number;
+  min_ms: number;
+}
+
+export interface SweepInfo {
+  endpoint: string;
+  model: string;
+  maxModelLen?: number;
+  rtt?: RttResult;
+  metricsAvailable: boolean;
+  notes: string[];
+  runId: string;
+}
+
+export interface SweepResult extends SweepInfo {
+  points: PointResult[];
+  stopped?: { reason: 'cancelled' | 'failure-policy' | 'crash'; afterPoint: number; message: string };
+  /** Where the load ran. */
+  thread: 'worker' | 'main';
+}
+
+export interface ProgressInfo {
+  point: number;
+  points: number;
+  done: number;
+  total?: number;
+  message: string;
+}
+
+export interface SweepHooks {
+  signal?: AbortSignal;
+  onInfo?(info: SweepInfo): void;
+  onPoint?(p: PointResult): void;
+  onProgress?(p: ProgressInfo): void;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
+};
+
+async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult }> {
+  const times: number[] = [];
+  let model: string | undefined;
+  let maxModelLen: number | undefined;
+  let path = '/v1/models';
+  for (let i = 0; i < Math.max(1, o.rttProbes ?? 5); i++) {
+    try {
+      const r = await getText(d, o.endpoint, path, o.apiKey);
+      if (i === 0) {
+        if (r.status === 200) {
+          try {
+            const j = JSON.parse(r.body);
+            model = j?.data?.[0]?.id;
+            maxModelLen = j?.data?.[0]?.max_model_len;
+          } catch {
+            notes.push('GET /v1/models did not return JSON');
+          }
+        } else {
+          notes.push(`GET /v1/models answered HTTP ${r.status}; RTT measured on /health instead`);
+          path = '/health';
+          continue;
+        }
+      }
+      times.push(r.ms);
+    } catch (e) {
+      notes.push(`cannot reach ${o.endpoint}: ${(e as Error).message}`);
+      break;
+    }
+  }
+  // The first round trip pays for the TCP connection; the rest measure the network.
+  const warm = times.length > 1 ? times.slice(1) : times;
+  return { model, maxModelLen, rtt: warm.length ? { path, n: warm.length, median_ms: median(warm), min_ms: Math.min(...warm) } : undefined };
+}
+
+async function scrape(d: Dispatcher, o: SweepOptions): Promise<Snapshot | undefined> {
+  try {
+    const r = await getText(d, o.endpoint, '/metrics', o.apiKey, 3000);
+    if (r.status !== 200) return undefined;
+    return snapshotOf(r.body);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Run a sweep in this thread. Never throws for endpoint trouble: that ends up in records and notes. */
+export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Promise<Omit<SweepResult, 'thread'>> {
+  const signal = hooks.signal;
+  const notes: string[] = [];
+  const runId = o.runId ?? Math.random().toString(36).slice(2, 10);
+  const conc = o.concurrency ?? [];
+  const open = !!o.rate?.length;
+  const loads: { rate?: number; concurrency?: number }[] = open ? o.rate!.map((r) => ({ rate: r })) : conc.map((c) => ({ concurrency: c }));
+  const maxConn = Math.max(1, ...(open ? [o.maxConcurrency ?? 256] : conc)) + 4;
+  const agent = createAgent(maxConn);
+  const points: PointResult[] = [];
+  let stopped: SweepResult['stopped'];
+  try {
+    const pr = await probe(agent, o, notes);
+    const model = o.model ?? pr.model ?? 'default';
+    if (!o.model && !pr.model) notes.push('no model name from /v1/models; requests name "default"');
+    const baseline = o.scrape === false ? undefined : await scrape(agent, o);
+    const metricsAvailable = !!baseline && [...baseline.keys()].some((k) => k.startsWith('vllm:'));
+    if (o.scrape !== false && !metricsAvailable) notes.push('the endpoint has no vLLM /metrics: no server evidence (prefix-cache hit rate, preemptions)');
+    const info: SweepInfo = { endpoint: normalizeBaseUrl(o.endpoint), model, maxModelLen: pr.maxModelLen, rtt: pr.rtt, metricsAvailable, notes, runId };
+    hooks.onInfo?.(info);
+    const cfg: ClientConfig = {
+      baseUrl: o.endpoint,
+      api: o.api ?? 'completions',
+      model,
+      apiKey: o.apiKey,
+      idleTimeoutMs: o.idleTimeoutMs ?? 60_000,
+      requestTimeoutMs: o.requestTimeoutMs ?? 0,
+      doneGraceMs: o.doneGraceMs ?? 1000,
+      topP: o.topP ?? 0.95,
+      topK: o.topK ?? 50,
+      temperature: o.temperature ?? 1.0,
+    };
+    const seedCfg = o.seed ?? { mode: 'per-point', base: (Math.random() * 2 ** 32) >>> 0 };
+    for (let i = 0; i < loads.length; i++) {
+      if (signal?.aborted) {
+        stopped = { reason: 'cancelled', afterPoint: i - 1, message: `cancelled before point ${i + 1} of ${loads.length}` };
+        break;
+      }
+      const l = loads[i];
+      const seed = seedCfg.mode === 'fixed' ? pointSeed(seedCfg.value, i, true) : pointSeed(seedCfg.base, i, false);
+      const prompts = promptSource(seed, o.input, o.vocab, cfg.api === 'chat' ? 'words' : 'ids');
+      const label = open ? `rate ${l.rate} req/s` : `concurrency ${l.concurrency}`;
+      const before = metricsAvailable ? await scrape(agent, o) : undefined;
+      const during: Snapshot[] = [];
+      let scraping = true;
+      const scraper = (async () => {
+        if (!metricsAvailable) return;
+        for (let k = 0; k < 100_000 && scraping; k++) {
+          await new Promise((r) => setTimeout(r, o.scrapeIntervalMs ?? 1000));
+          if (!scraping) break;
+          const s = await scrape(agent, o);
+          if (s) during.push(s);
+        }
+      })();
+      let lastProgress = 0;
+      hooks.onProgress?.({ point: i, points: loads.length, done: 0, total: o.requests, message: `${label}: starting` });
+      const run = await runPoint(
+        agent,
+        cfg,
+        {
+          mode: open ? 'open' : 'closed',
+          concurrency: open ? o.maxConcurrency : l.concurrency,
+          rate: l.rate,
+          burstiness: o.burstiness,
+          requests: o.requests,
+          durationMs: o.durationMs,
+          warmup: o.warmup ?? 0,
+          outputTokens: o.output,
+          seed,
+        },
+        prompts,
+        {
+          signal,
+          requestIdPrefix: `inflab-${runId}-p${i}`,
+          onRequest(done, total) {
+            const t = performance.now();
+            if (t - lastProgress < 200 && done !== total) return;
+            lastProgress = t;
+            hooks.onProgress?.({ point: i, points: loads.length, done, total, message: `${label}: ${done}${total ? `/${total}` : ''} requests` });
+          },
+        },
+      );
+      scraping = false;
+      await scraper;
+      const after = metricsAvailable ? await scrape(agent, o) : undefined;
+      const metrics = summarizeRecords(run.records, {
+        latencyFrom: open ? 'scheduled' : 'sent',
+        percentiles: o.percentiles,
+        slo: o.slo,
+        durationMs: run.durationMs,
+        observedInFlight: run.observedInFlight,
+      });
+      const ev = before && after ? evidence(before, after, during) : undefined;
+      const threshold = o.contaminationThreshold ?? 0.1;
+      const cachedShare = metrics.total_input_tokens > 0 && run.records.some((r) => r.cachedTokens !== undefined) ? metrics.cached_tokens / metrics.total_input_tokens : undefined;
+      let contaminationReason: string | undefined;
+      if (ev?.prefix_hit_rate !== undefined && ev.prefix_hit_rate > threshold)
+        contaminationReason = `server prefix-cache hit rate ${(ev.prefix_hit_rate * 100).toFixed(1)}% (Δhits/Δqueries) > ${(threshold * 100).toFixed(0)}%`;
+      else if (cachedShare !== undefined && cachedShare > threshold)
+        contaminationReason = `${(cachedShare * 100).toFixed(1)}% of prompt tokens reported cached (usage.prompt_tokens_details.cached_tokens) > ${(threshold * 100).toFixed(0)}%`;
+      const p: PointResult = {
+        index: i,
+        mode: open ? 'open' : 'closed',
+        ...(open ? { rate: l.rate } : { concurrency: l.concurrency }),
+        seed,
+        metrics,
+        evidence: ev,
+        cached_share: cachedShare,
+        contaminated: !!contaminationReason,
+        contaminationReason,
+        durationMs: run.durationMs,
+        t0EpochMs: run.t0EpochMs,
+        observedInFlight: run.observedInFlight,
+        maxInFlight: run.maxInFlight,
+        dispatchLagMs: run.dispatchLagMs,
+        loopLag: run.loopLag,
+        cancelled: run.cancelled,
+        records: o.keepRecords === false ? undefined : toColumnar(run.records),
+      };
+      if (run.cancelled) {
+        // A point cut short is not a measurement of its load: report it as cancelled, not as a point.
+        stopped = { reason: 'cancelled', afterPoint: i - 1, message: `cancelled during point ${i + 1} of ${loads.length} (${label}); ${i} finished point(s) kept` };
+        break;
+      }
+      points.push(p);
+      hooks.onPoint?.(p);
+      if (o.stopAbove !== undefined && metrics.failure_rate > o.stopAbove && i < loads.length - 1) {
+        stopped = {
+          reason: 'failure-policy',
+          afterPoint: i,
+          message: `stopped after point ${i + 1} (${label}): ${(metrics.failure_rate * 100).toFixed(0)}% of requests failed, above on_failure.stop_above ${(o.stopAbove * 100).toFixed(0)}%`,
+        };
+        break;
+      }
+    }
+    return { ...info, points, stopped };
+  } finally {
+    await agent.destroy().catch(() => undefined);
+  }
+}
+
+/** Strip anything secret from options before they are echoed anywhere. */
+export function publicOptions(o: SweepOptions): Omit<SweepOptions, 'apiKey'> {
+  const { apiKey: _k, ...rest } = o;
+  return rest;
+}
+
+export { redact };
