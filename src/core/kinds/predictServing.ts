@@ -1,0 +1,279 @@
+/**
+ * `predict: serving` — what a bench cell would measure, predicted by running the simulated vLLM
+ * engine in virtual time: continuous batching, prefills packed into decode steps, per-step
+ * overhead, KV blocks, preemption and the prefix cache. Shown beside the decode roofline, with the
+ * gap decomposed into step overhead and prefill (plus scheduling) tax.
+ */
+import { z } from 'zod';
+import { FORMULAS, summarizeRecords, type PointMetrics } from '../bench/metrics';
+import { factsOutput, tableOutput } from '../engine/outputs';
+import { oneOrMany, positiveInt, quantity } from '../engine/schema';
+import type { KindModule } from '../engine/types';
+import { finding, type Finding } from '../findings';
+import { decodeRoofline, prefillFloorSimple } from '../physics';
+import { plotOutput } from '../plots/render';
+import { ENGINE_DEFAULTS, SimEngine } from '../sim/engine';
+import { runLoad } from '../sim/load';
+import { seedOf } from '../sim/rng';
+import { fmtNum } from '../units';
+
+const schema = z
+  .object({
+    predict: z.literal('serving'),
+    input: quantity('tokens', { bare: 'tokens', positive: true }),
+    output: quantity('tokens', { bare: 'tokens', positive: true }),
+    /** Closed loop: requests in flight per point. */
+    concurrency: oneOrMany(positiveInt).optional(),
+    /** Open loop: Poisson arrival rates per point. */
+    rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })).optional(),
+    requests: positiveInt.default(200),
+    /** "per-point" (default: a fresh prompt set per point) or a number reused by every point. */
+    seed: z.union([z.literal('per-point'), z.number().int()]).default('per-point'),
+    prefill_mfu: z.number().gt(0).max(1).optional(),
+    step_overhead: quantity('time', { min: 0 }).optional(),
+    max_num_seqs: positiveInt.optional(),
+    max_num_batched_tokens: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
+    prefix_caching: z.boolean().optional(),
+    /** Override the KV pool (default: the kv-pool prediction for the setup). */
+    kv_pool: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
+    ignore_eos: z.boolean().default(true),
+  })
+  .strict()
+  .refine((c) => (c.concurrency === undefined) !== (c.rate === undefined), {
+    message: 'Give either "concurrency: [1, 8, 64]" (closed loop) or "rate: [1, 4, 16]" req/s (open loop), not both',
+    path: ['concurrency'],
+  });
+
+type Cell = z.output<typeof schema>;
+
+export interface ServingPoint {
+  loop: 'closed' | 'open';
+  concurrency?: number;
+  rate?: number;
+  seed: number;
+  metrics: PointMetrics;
+  prefix_hit_rate: number;
+  preemptions: number;
+  mean_batch: number;
+  /** Decode roofline aggregate tok/s at batch = concurrency (open loop: the simulated mean batch), live context. */
+  roofline_tok_s: number;
+  /** The same with the per-step overhead added to every step. */
+  roofline_with_overhead_tok_s: number;
+  simulated_tok_s: number;
+  /** roofline − with overhead */
+  overhead_loss_tok_s: number;
+  /** with overhead − simulated: prefills packed into steps, chunked prefill, queueing, waves. */
+  prefill_loss_tok_s: number;
+  /** Fractions of the point's wall time. */
+  time_share: { decode: number; prefill: number; overhead: number; idle: number };
+  little_error: number;
+}
+
+const ms = (v: number) => (Number.isFinite(v) ? fmtNum(v, v < 10 ? 2 : 1) : '—');
+const pct = (v: number) => `${fmtNum(100 * v, 1)}%`;
+
+export const servingKind: KindModule<Cell> = {
+  key: 'predict',
+  variant: 'serving',
+  summary: 'predict: serving — TTFT/TPOT/ITL/E2E and throughput from a simulated vLLM engine, beside the decode roofline',
+  schema,
+  needsSetup: true,
+  analyze(cell) {
+    const out: Finding[] = [];
+    const points = (cell.concurrency ?? cell.rate ?? []).length;
+    if (typeof cell.seed === 'number' && points > 1 && cell.prefix_caching !== false)
+      out.push(
+        finding('warning', 'fixed-seed-prefix-cache', `seed: ${cell.seed} regenerates the same prompts at every point, so points after the first are served from the prefix cache (TTFT below the prefill floor).`, ['seed'], {
+          cause: 'The prefix-cache trap: one fixed seed across sweep points.',
+          fix: 'write "seed: per-point", or "prefix_caching: false"',
+          quickFix: { title: 'Use per-point seeds', edit: { path: ['seed'], value: 'per-point' } },
+        }),
+      );
+    return out;
+  },
+  async run(cell, ctx) {
+    const setup = ctx.setup!;
+    const input = Math.round(cell.input.value);
+    const output = Math.round(cell.output.value);
+    const engine = new SimEngine({
+      setup,
+      prefillMfu: cell.prefill_mfu,
+      stepOverheadS: cell.step_overhead?.value,
+      maxNumSeqs: cell.max_num_seqs,
+      maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
+      prefixCaching: cell.prefix_caching,
+      numGpuBlocks: cell.kv_pool ? Math.floor(cell.kv_pool.value / 16) : undefined,
+    });
+    const cfg = engine.cfg;
+    if (input + output > cfg.maxModelLen) throw new Error(`input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`);
+    const closed = cell.concurrency !== undefined;
+    const list: number[] = closed ? cell.concurrency! : cell.rate!.map((q) => q.value);
+    const liveContext = input + output / 2;
+    const points: ServingPoint[] = [];
+    const t0 = performance.now();
+    for (let i = 0; i < list.length; i++) {
+      if (ctx.signal.aborted) throw new Error('cancelled');
+      const x = list[i];
+      const seed = cell.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : cell.seed;
+      const r = runLoad(engine, { input, output, requests: cell.requests, seed, ignoreEos: cell.ignore_eos, ...(closed ? { concurrency: x } : { rate: x }) });
+      const m = summarizeRecords(r.records, { latencyFrom: closed ? 'sent' : 'scheduled', observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 });
+      const batch = closed ? x : Math.max(1, r.meanBatch);
+      const roof = decodeRoofline(setup, liveContext, [batch]).rows[0];
+      const withOverhead = batch / (roof.step_ms / 1000 + cfg.stepOverheadS);
+      const sim = m.output_throughput;
+      const d = r.durationS || 1;
+      points.push({
+        loop: closed ? 'closed' : 'open',
+        ...(closed ? { concurrency: x } : { rate: x }),
+        seed,
+        metrics: m,
+        prefix_hit_rate: r.prefixQueries > 0 ? r.prefixHits / r.prefixQueries : 0,
+        preemptions: r.preemptions,
+        mean_batch: r.meanBatch,
+        roofline_tok_s: roof.aggregate_tok_s,
+        roofline_with_overhead_tok_s: withOverhead,
+        simulated_tok_s: sim,
+        overhead_loss_tok_s: roof.aggregate_tok_s - withOverhead,
+        prefill_loss_tok_s: withOverhead - sim,
+        time_share: { decode: r.time.decodeS / d, prefill: r.time.prefillS / d, overhead: r.time.overheadS / d, idle: r.time.idleS / d },
+        little_error: m.little.error ?? NaN,
+      });
+      ctx.progress({ message: `${closed ? 'concurrency' : 'rate'} ${x}: ${fmtNum(sim, 0)} tok/s`, fraction: (i + 1) / list.length });
+    }
+    const simMs = performance.now() - t0;
+
+    const xLabel = closed ? 'concurrency' : 'rate (req/s)';
+    const xOf = (p: ServingPoint) => (closed ? p.concurrency! : p.rate!);
+    const loopWords = closed ? 'closed loop (max concurrency fixed)' : 'open loop (Poisson arrivals at the given rate)';
+    const latency = tableOutput(
+      `Predicted serving latency — ${setup.model.name} on ${setup.gpu.id}, ${input} in / ${output} out, ${loopWords}`,
+      [
+        { key: 'x', label: xLabel },
+        { key: 'ttft_mean', label: 'TTFT mean', fmt: ms },
+        { key: 'ttft_median', label: 'TTFT med', fmt: ms },
+        { key: 'ttft_p90', label: 'TTFT p90', fmt: ms },
+        { key: 'ttft_p99', label: 'TTFT p99', fmt: ms },
+        { key: 'tpot_median', label: 'TPOT med', fmt: ms },
+        { key: 'tpot_p99', label: 'TPOT p99', fmt: ms },
+        { key: 'itl_median', label: 'ITL med', fmt: ms },
+        { key: 'itl_p99', label: 'ITL p99', fmt: ms },
+        { key: 'e2e_median', label: 'E2E med', fmt: ms },
+        { key: 'e2e_p99', label: 'E2E p99', fmt: ms },
+      ],
+      points.map((p) => ({
+        x: xOf(p),
+        ttft_mean: p.metrics.ttft_ms.mean,
+        ttft_median: p.metrics.ttft_ms.median,
+        ttft_p90: p.metrics.ttft_ms.p.p90,
+        ttft_p99: p.metrics.ttft_ms.p.p99,
+        tpot_median: p.metrics.tpot_ms.median,
+        tpot_p99: p.metrics.tpot_ms.p.p99,
+        itl_median: p.metrics.itl_ms.median,
+        itl_p99: p.metrics.itl_ms.p.p99,
+        e2e_median: p.metrics.e2e_ms.median,
+        e2e_p99: p.metrics.e2e_ms.p.p99,
+      })),
+      `All latencies in ms. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}.`,
+    );
+    const gap = tableOutput(
+      `Throughput and the gap to the decode roofline (live context ${fmtNum(liveContext, 0)} tokens)`,
+      [
+        { key: 'x', label: xLabel },
+        { key: 'req_s', label: 'req/s', fmt: (v) => fmtNum(v, 2) },
+        { key: 'roof', label: 'roofline tok/s', fmt: (v) => fmtNum(v, 0) },
+        { key: 'ovh', label: '− overhead', fmt: (v) => fmtNum(-v, 0) },
+        { key: 'pre', label: '− prefill & sched.', fmt: (v) => fmtNum(-v, 0) },
+        { key: 'sim', label: '= predicted tok/s', fmt: (v) => fmtNum(v, 0) },
+        { key: 'ratio', label: 'of roofline', fmt: pct },
+        { key: 'share', label: 'time: decode/prefill/overhead/idle' },
+        { key: 'hit', label: 'prefix hits', fmt: pct },
+        { key: 'preempt', label: 'preemptions' },
+        { key: 'little', label: "Little's law", fmt: (v) => (Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${fmtNum(100 * v, 2)}%` : '—') },
+      ],
+      points.map((p) => ({
+        x: xOf(p),
+        req_s: p.metrics.request_throughput,
+        roof: p.roofline_tok_s,
+        ovh: p.overhead_loss_tok_s,
+        pre: p.prefill_loss_tok_s,
+        sim: p.simulated_tok_s,
+        ratio: p.simulated_tok_s / p.roofline_tok_s,
+        share: [p.time_share.decode, p.time_share.prefill, p.time_share.overhead, p.time_share.idle].map((v) => fmtNum(100 * v, 0)).join('/') + ' %',
+        hit: p.prefix_hit_rate,
+        preempt: p.preemptions,
+        little: p.little_error,
+      })),
+      `roofline = decode roofline at batch ${closed ? '= concurrency' : '= simulated mean batch'}; − overhead = roofline with ${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms added to each step; ` +
+        `− prefill & sched. = the rest: prefills packed into decode steps, chunked prefill, queueing. Little's law: λ·W against the engine's time-averaged requests in system.`,
+    );
+    const assumptions = factsOutput(
+      'Assumptions (edit these keys)',
+      [
+        ['prefill_mfu', `${cfg.prefillMfu}${cell.prefill_mfu === undefined ? ' (default)' : ''}`],
+        ['step_overhead', `${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms${cell.step_overhead === undefined ? ' (default: 11.3 ms measured − 8.03 ms floor)' : ''}`],
+        ['max_num_seqs', `${cfg.maxNumSeqs}${cell.max_num_seqs === undefined ? ' (setup or default)' : ''}`],
+        ['max_num_batched_tokens', `${cfg.maxNumBatchedTokens}${cell.max_num_batched_tokens === undefined ? ' (setup or default)' : ''}`],
+        ['prefix_caching', `${cfg.prefixCaching}${cell.prefix_caching === undefined ? ' (setup or default)' : ''}`],
+        ['kv_pool', `${fmtNum(cfg.numGpuBlocks * cfg.blockSize, 0)} tokens (${fmtNum(cfg.numGpuBlocks, 0)} blocks of ${cfg.blockSize})${cell.kv_pool ? '' : ' from the kv-pool prediction'}`],
+        ['requests per point', String(cell.requests)],
+        ['seed', cell.seed === 'per-point' ? 'per-point (a fresh prompt set at each point)' : `${cell.seed} at every point`],
+        ['ignore_eos', String(cell.ignore_eos)],
+        ['prefill floor (2·params·input / peak)', `${ms(prefillFloorSimple(setup, input) * 1e3)} ms`],
+        ['batch-1 decode step (floor + overhead)', `${ms(engine.decodeStepTime(input) * 1e3)} ms`],
+        ['simulated in', `${fmtNum(simMs, 0)} ms (virtual time)`],
+      ],
+      'step = max((W + kv·Σctx) / BW, (2·params·tokens + attention FLOPs) / (peak·prefill_mfu)) + step_overhead; one simulated server serves every point in order.',
+    );
+    const data = points.flatMap((p) => [
+      { x: xOf(p), series: 'decode roofline', tok_s: p.roofline_tok_s },
+      { x: xOf(p), series: 'roofline + step overhead', tok_s: p.roofline_with_overhead_tok_s },
+      { x: xOf(p), series: 'predicted serving', tok_s: p.simulated_tok_s },
+    ]);
+    const plot = await plotOutput({
+      title: `Serving vs decode roofline: ${setup.model.name} on ${setup.gpu.id}`,
+      width: 420,
+      height: 260,
+      data: { values: data },
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'x', type: 'quantitative', scale: { type: 'log', base: 2 }, title: xLabel },
+        y: { field: 'tok_s', type: 'quantitative', scale: { type: 'log' }, title: 'output tokens/s' },
+        color: { field: 'series', type: 'nominal', title: null },
+        strokeDash: { field: 'series', type: 'nominal', legend: null },
+        tooltip: [{ field: 'x', title: xLabel }, { field: 'series' }, { field: 'tok_s', format: ',.0f' }],
+      },
+    });
+    const findings: Finding[] = [];
+    const floor = prefillFloorSimple(setup, input) * 1e3;
+    for (let i = 0; i < points.length; i++) {
+      const p = points[i];
+      if (p.metrics.ttft_ms.median < floor)
+        findings.push(
+          finding('warning', 'ttft-below-prefill-floor', `At ${xLabel} ${xOf(p)} the predicted median TTFT ${ms(p.metrics.ttft_ms.median)} ms is below the ${ms(floor)} ms prefill floor: ${pct(p.prefix_hit_rate)} of prompt tokens came from the prefix cache.`, [closed ? 'concurrency' : 'rate'], {
+            cause: 'Prompts repeated across points (fixed seed) with prefix caching on.',
+            fix: 'write "seed: per-point" or "prefix_caching: false"',
+          }),
+        );
+    }
+    return {
+      values: {
+        loop: closed ? 'closed' : 'open',
+        input,
+        output,
+        assumptions: {
+          prefill_mfu: cfg.prefillMfu,
+          step_overhead_s: cfg.stepOverheadS,
+          max_num_seqs: cfg.maxNumSeqs,
+          max_num_batched_tokens: cfg.maxNumBatchedTokens,
+          prefix_caching: cfg.prefixCaching,
+          kv_pool_tokens: cfg.numGpuBlocks * cfg.blockSize,
+          defaults: ENGINE_DEFAULTS,
+        },
+        points,
+        simulated_ms: simMs,
+      },
+      outputs: [gap, latency, assumptions, plot],
+      findings,
+    };
+  },
+};
