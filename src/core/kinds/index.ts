@@ -1,6 +1,7 @@
 /** The registry of cell kinds: a new kind is one module plus one line here. */
 import type { KindModule } from '../engine/types';
 import { decodeRooflineKind } from './predictDecodeRoofline';
+import { compareKind } from './compare';
 import { recordKind } from './record';
 import { floorsKind } from './predictFloors';
 import { kvPoolKind } from './predictKvPool';
@@ -8,4 +9,4 @@ import { rooflineKind } from './predictRoofline';
 import { servingKind } from './predictServing';
 import { setupKind } from './setup';
 
-export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, servingKind];
+export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, compareKind, servingKind];
