@@ -1,0 +1,404 @@
+/**
+ * What a sweep shows: the summary table (formulas beside the numbers), the facts of the run, plots
+ * (throughput against load with a predicted curve overlaid, TTFT/TPOT percentiles with SLO lines,
+ * per-point ITL quantiles), the raw records (columnar), the named values with vLLM `--save-result`
+ * field names beside ours, and the findings. Shared by the bench cell and `inflab bench`.
+ */
+import { MIME, factsOutput, tableOutput } from '../engine/outputs';
+import type { CellOutput } from '../engine/types';
+import { finding, type CellPath, type Finding } from '../findings';
+import { plotOutput } from '../plots/render';
+import { fmtNum } from '../units';
+import { FORMULAS, percentile, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
+import { fromColumnar } from './records';
+import type { PointResult, SweepResult } from './sweep';
+
+export interface ReportSpec {
+  mode: 'closed' | 'open';
+  input: number;
+  output: number;
+  requests?: number;
+  durationS?: number;
+  seed: { mode: 'per-point'; base: number } | { mode: 'fixed'; value: number };
+  slo?: SloSpec;
+  percentiles: number[];
+  stopAbove?: number;
+  burstiness?: number;
+  /** Paths into the cell for findings (the CLI has no cell: empty paths). */
+  paths?: { points?: CellPath; seed?: CellPath; onFailure?: CellPath; endpoint?: CellPath };
+}
+
+export interface PredictedCurve {
+  label: string;
+  cellIndex?: number;
+  points: { x: number; tok_s: number }[];
+}
+
+const r3 = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? null : Math.round(x * 1000) / 1000);
+const dshort = (d: Dist) => ({ n: d.n, mean: r3(d.mean), median: r3(d.median), std: r3(d.std), ...Object.fromEntries(Object.entries(d.p).map(([k, v]) => [k, r3(v)])) });
+
+/** Strip user:password@ from a URL before it is shown. */
+export function displayUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = '';
+    u.password = '';
+    return u.toString().replace(/\/$/, '');
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//');
+  }
+}
+
+export function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): string {
+  return p.mode === 'open' ? `${p.rate} req/s` : `c=${p.concurrency}`;
+}
+
+/** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
+export function benchValues(r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'>, spec: ReportSpec): Record<string, unknown> {
+  const pk = spec.percentiles;
+  const points = r.points.map((p) => {
+    const m = p.metrics;
+    return {
+      ...(p.mode === 'open' ? { rate: p.rate } : { concurrency: p.concurrency }),
+      seed: p.seed,
+      completed: m.completed,
+      failed: m.failed,
+      failure_rate: r3(m.failure_rate),
+      errors: m.errors,
+      duration_s: r3(m.duration_s),
+      request_throughput: r3(m.request_throughput),
+      output_throughput: r3(m.output_throughput),
+      total_token_throughput: r3(m.total_token_throughput),
+      goodput: r3(m.goodput),
+      slo_met: m.slo_met,
+      ttft_ms: dshort(m.ttft_ms),
+      tpot_ms: dshort(m.tpot_ms),
+      itl_ms: dshort(m.itl_ms),
+      e2e_ms: dshort(m.e2e_ms),
+      little: { lambda: r3(m.little.lambda), w_s: r3(m.little.w_s), lambda_w: r3(m.little.predicted_in_flight), observed_in_flight: r3(m.little.observed_in_flight), error: r3(m.little.error) },
+      max_in_flight: p.maxInFlight,
+      client_loop_lag_ms: { p50: r3(p.loopLag.p50_ms), p99: r3(p.loopLag.p99_ms), max: r3(p.loopLag.max_ms) },
+      dispatch_lag_ms: p.dispatchLagMs ? dshort(p.dispatchLagMs) : undefined,
+      server: p.evidence,
+      cached_share: r3(p.cached_share),
+      contaminated: p.contaminated,
+      contamination: p.contaminationReason,
+    };
+  });
+  const rows = r.points.map((p) => ({
+    x: p.mode === 'open' ? p.rate : p.concurrency,
+    concurrency: p.concurrency,
+    rate: p.rate,
+    output_throughput: r3(p.metrics.output_throughput),
+    request_throughput: r3(p.metrics.request_throughput),
+    median_ttft_ms: r3(p.metrics.ttft_ms.median),
+    p99_ttft_ms: r3(p.metrics.ttft_ms.p[pKey(99)] ?? percentileFallback(p, 99, 'ttft')),
+    median_tpot_ms: r3(p.metrics.tpot_ms.median),
+    median_itl_ms: r3(p.metrics.itl_ms.median),
+  }));
+  const vllm = r.points.map((p) =>
+    jsonNum(
+      toVllmResult(p.metrics, {
+        endpoint_type: 'openai',
+        model_id: r.model,
+        num_prompts: p.metrics.completed + p.metrics.failed,
+        request_rate: p.mode === 'open' ? p.rate : 'inf',
+        burstiness: p.mode === 'open' ? (spec.burstiness ?? 1) : 1,
+        max_concurrency: p.mode === 'closed' ? p.concurrency : null,
+        percentile_metrics: 'ttft,tpot,itl,e2el',
+        metric_percentiles: pk.join(','),
+      }),
+    ),
+  );
+  return {
+    mode: spec.mode,
+    load_shape: spec.mode === 'closed' ? 'closed loop: concurrency fixes L (in flight); latencies from the actual send time' : 'open loop: rate fixes λ; latencies from the scheduled send time',
+    endpoint: displayUrl(r.endpoint),
+    model: r.model,
+    input_tokens: spec.input,
+    output_tokens: spec.output,
+    seed: spec.seed.mode === 'fixed' ? { mode: 'fixed', value: spec.seed.value } : { mode: 'per-point', base: spec.seed.base },
+    thread: r.thread,
+    rtt_ms: r.rtt ? { median: r3(r.rtt.median_ms), min: r3(r.rtt.min_ms), n: r.rtt.n, path: r.rtt.path } : null,
+    server_metrics: r.metricsAvailable,
+    run_id: r.runId,
+    stopped: r.stopped ?? null,
+    points,
+    rows,
+    vllm,
+  };
+}
+
+function percentileFallback(p: PointResult, q: number, which: 'ttft'): number | undefined {
+  if (!p.records) return undefined;
+  const xs = fromColumnar(p.records)
+    .filter((x) => x.ok && x.chunkMs.length)
+    .map((x) => x.chunkMs[0] - (p.mode === 'open' ? x.scheduledMs : x.sentMs));
+  return which === 'ttft' && xs.length ? percentile(xs, q) : undefined;
+}
+
+function jsonNum<T extends Record<string, unknown>>(o: T): T {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(o)) out[k] = typeof v === 'number' && !Number.isFinite(v) ? null : v;
+  return out as T;
+}
+
+/** Findings a finished (or stopped) sweep deserves. */
+export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
+  const fs: Finding[] = [];
+  const P = spec.paths ?? {};
+  const at = (i: number): CellPath => (P.points ? [...P.points, i] : []);
+  if (spec.seed.mode === 'fixed') fs.push(fixedSeedFinding(P.seed ?? []));
+  for (const note of r.notes) fs.push(finding('info', 'bench-note', note, P.endpoint ?? []));
+  for (const p of r.points) {
+    const m = p.metrics;
+    const label = pointLabel(p);
+    if (p.contaminated) {
+      fs.push(
+        finding('warning', 'prefix-cache-contaminated', `${label}: ${p.contaminationReason}. TTFT here measures cache hits, not prefill.`, at(p.index), {
+          cause: spec.seed.mode === 'fixed' ? 'a fixed seed regenerates the same prompts at every point, so the server serves them from its prefix cache' : 'the server had already seen these prompts (another client, or a rerun with the same seeds)',
+          fix: spec.seed.mode === 'fixed' ? 'write "seed: per-point", or start the server with prefix caching off (--no-enable-prefix-caching)' : 'rerun with a fresh base seed, or restart the server / turn prefix caching off',
+          quickFix: spec.seed.mode === 'fixed' && P.seed ? { title: 'Use per-point seeds', edit: { path: P.seed, value: 'per-point' } } : undefined,
+        }),
+      );
+    }
+    if (m.failed > 0) {
+      const kinds = Object.entries(m.errors)
+        .filter(([k]) => k !== 'missing-usage' && k !== 'no-done')
+        .map(([k, n]) => `${k} ×${n}`)
+        .join(', ');
+      const first = p.records ? p.records.error_message.find((x, i) => x && p.records!.ok[i] === 0) : undefined;
+      fs.push(
+        finding(m.failed === m.completed + m.failed ? 'error' : 'warning', 'bench-failures', `${label}: ${m.failed} of ${m.completed + m.failed} requests failed (${fmtNum(m.failure_rate * 100, 1)}%): ${kinds}${first ? `. First: ${first}` : ''}`, at(p.index), {
+          fix: m.errors.connect ? 'check that the server is running and the endpoint URL is right' : m.errors.timeout ? 'raise "timeout:" (no bytes for that long ends a request) or lower the load' : m.errors['rate-limited'] ? 'lower the concurrency or rate; the server is shedding load (HTTP 429)' : undefined,
+        }),
+      );
+    }
+    const soft = (m.errors['missing-usage'] ?? 0) + (m.errors['no-done'] ?? 0);
+    if (soft)
+      fs.push(
+        finding('info', 'bench-stream-quirks', `${label}: ${m.errors['missing-usage'] ? `${m.errors['missing-usage']} stream(s) without a usage chunk (output tokens counted from chunks)` : ''}${m.errors['missing-usage'] && m.errors['no-done'] ? '; ' : ''}${m.errors['no-done'] ? `${m.errors['no-done']} stream(s) without [DONE]` : ''}`, at(p.index)),
+      );
+    const le = m.little.error;
+    if (le !== undefined && Number.isFinite(le) && Math.abs(le) > 0.05 && m.completed >= 20)
+      fs.push(
+        finding('warning', 'littles-law-open', `${label}: Little's law does not close: λ·W = ${fmtNum(m.little.predicted_in_flight, 2)} against ${fmtNum(m.little.observed_in_flight!, 2)} observed in flight (${fmtNum(le * 100, 1)}%)`, at(p.index), {
+          cause: 'a failing closure means the load generator (client lag, stuck requests), not the server',
+        }),
+      );
+    if (p.loopLag.p99_ms > 20)
+      fs.push(finding('warning', 'client-loop-lag', `${label}: the client's event loop lagged ${fmtNum(p.loopLag.p99_ms, 1)} ms at p99 during the point; latencies carry up to that much client error`, at(p.index), { fix: 'lower the concurrency, or run the bench from the CLI on a quieter machine' }));
+    if (p.dispatchLagMs && p.dispatchLagMs.n && (p.dispatchLagMs.p[pKey(99)] ?? 0) > 10)
+      fs.push(finding('info', 'dispatch-lag', `${label}: requests left up to ${fmtNum(p.dispatchLagMs.p[pKey(99)], 1)} ms (p99) after their scheduled time; latencies count from the schedule, so this lag is in them`, at(p.index)));
+  }
+  if (r.stopped) {
+    const sev = r.stopped.reason === 'cancelled' ? 'info' : 'warning';
+    fs.push(finding(sev, `bench-${r.stopped.reason}`, r.stopped.message, r.stopped.reason === 'failure-policy' ? (P.onFailure ?? []) : []));
+  }
+  return fs;
+}
+
+export function fixedSeedFinding(path: CellPath): Finding {
+  return finding('warning', 'fixed-seed-prefix-cache', 'A fixed seed sends the same prompts at every point: a server with prefix caching serves later points from its cache, so their TTFT measures cache hits (a 1,000-token prompt in 23 ms, below the prefill floor, was the tell in a real lab).', path, {
+    cause: 'the prompt generator regenerates identical token ids for every point',
+    fix: 'write "seed: per-point" (each point its own prompts), or run the server with prefix caching off; the /metrics hit rate per point shows which points were contaminated',
+    quickFix: path.length ? { title: 'Use per-point seeds', edit: { path, value: 'per-point' } } : undefined,
+  });
+}
+
+const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : fmtNum(v, v >= 100 ? 0 : 1));
+
+export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: ReportSpec, title: string): CellOutput {
+  const p99 = pKey(spec.percentiles.includes(99) ? 99 : spec.percentiles[spec.percentiles.length - 1] ?? 99);
+  const pl = p99.replace('p', 'p').replace('_', '.');
+  const rows = r.points.map((p) => {
+    const m = p.metrics;
+    return {
+      load: pointLabel(p),
+      done: `${m.completed}/${m.completed + m.failed}`,
+      req_s: fmtNum(m.request_throughput, 2),
+      out_tok_s: fmtNum(m.output_throughput, 1),
+      ttft: `${ms(m.ttft_ms.median)} / ${ms(m.ttft_ms.p[p99])}`,
+      tpot: `${ms(m.tpot_ms.median)} / ${ms(m.tpot_ms.p[p99])}`,
+      itl: `${ms(m.itl_ms.median)} / ${ms(m.itl_ms.p[p99])}`,
+      e2e: `${ms(m.e2e_ms.median)} / ${ms(m.e2e_ms.p[p99])}`,
+      goodput: m.goodput === undefined ? '—' : fmtNum(m.goodput, 2),
+      little: m.little.observed_in_flight === undefined ? fmtNum(m.little.predicted_in_flight, 2) : `${fmtNum(m.little.predicted_in_flight, 2)} vs ${fmtNum(m.little.observed_in_flight, 2)}`,
+      hit: p.evidence?.prefix_hit_rate !== undefined ? `${fmtNum(p.evidence.prefix_hit_rate * 100, 1)}%${p.contaminated ? ' ⚠' : ''}` : p.cached_share !== undefined ? `${fmtNum(p.cached_share * 100, 1)}% (usage)${p.contaminated ? ' ⚠' : ''}` : '—',
+      lag: ms(p.loopLag.p99_ms),
+    };
+  });
+  const rtt = r.rtt ? `network RTT ${ms(r.rtt.median_ms)} ms (median of ${r.rtt.n} GET ${r.rtt.path}); it is inside every TTFT below. ` : '';
+  const note =
+    rtt +
+    (spec.mode === 'closed' ? 'Closed loop (concurrency fixes L): with fixed lengths requests move in waves, so p99 TTFT measures burst collisions. ' : 'Open loop (rate fixes λ): latencies count from the scheduled send time. ') +
+    `Latencies in ms as median / ${pl}. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}; ${FORMULAS.e2e}; ${FORMULAS.output_throughput}; ${FORMULAS.goodput}; ${FORMULAS.little}; ${FORMULAS.hit_rate}; client lag = event-loop delay p99 of the load thread.`;
+  return tableOutput(
+    title,
+    [
+      { key: 'load', label: spec.mode === 'closed' ? 'concurrency' : 'rate' },
+      { key: 'done', label: 'ok/sent', align: 'right' },
+      { key: 'req_s', label: 'req/s', align: 'right' },
+      { key: 'out_tok_s', label: 'out tok/s', align: 'right' },
+      { key: 'ttft', label: 'TTFT', align: 'right' },
+      { key: 'tpot', label: 'TPOT', align: 'right' },
+      { key: 'itl', label: 'ITL', align: 'right' },
+      { key: 'e2e', label: 'E2E', align: 'right' },
+      { key: 'goodput', label: 'goodput req/s', align: 'right' },
+      { key: 'little', label: 'λ·W vs L', align: 'right' },
+      { key: 'hit', label: 'prefix hit', align: 'right' },
+      { key: 'lag', label: 'client lag', align: 'right' },
+    ],
+    rows,
+    note,
+  );
+}
+
+export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
+  const facts: [string, string][] = [
+    ['endpoint', displayUrl(r.endpoint)],
+    ['model (from /v1/models)', r.model],
+    ['load', spec.mode === 'closed' ? 'closed loop (concurrency list)' : `open loop (rate list, ${spec.burstiness && spec.burstiness !== 1 ? `gamma, burstiness ${spec.burstiness}` : 'Poisson'})`],
+    ['per point', spec.requests !== undefined ? `${spec.requests} requests` : `${spec.durationS} s`],
+    ['prompt / output', `${spec.input} tokens (random ids) / ${spec.output} tokens (ignore_eos, min_tokens = max_tokens)`],
+    ['seeds', spec.seed.mode === 'fixed' ? `fixed ${spec.seed.value} at every point (prefix-cache trap)` : `per point, from base ${spec.seed.base}`],
+    ['network RTT', r.rtt ? `${ms(r.rtt.median_ms)} ms median, ${ms(r.rtt.min_ms)} ms min (${r.rtt.n} × GET ${r.rtt.path})` : 'not measured'],
+    ['server /metrics', r.metricsAvailable ? 'scraped before, during and after each point' : 'not available'],
+    ['failure policy', spec.stopAbove === undefined ? 'continue' : `stop after a point with more than ${fmtNum(spec.stopAbove * 100, 0)}% failed`],
+    ['load thread', r.thread === 'worker' ? 'worker thread' : 'main thread (no worker could start)'],
+  ];
+  if (r.stopped) facts.push(['stopped', r.stopped.message]);
+  return factsOutput('Bench run', facts);
+}
+
+/** Precomputed ITL quantiles per point (the raw ITLs stay in the records). */
+function itlQuantiles(p: PointResult): { q: number; itl_ms: number }[] {
+  if (!p.records) return [];
+  const itl: number[] = [];
+  let k = 0;
+  const c = p.records;
+  for (let i = 0; i < c.n; i++) {
+    for (let j = 0; j < c.chunks[i]; j++, k++) if (j > 0 && c.ok[i]) itl.push(c.chunk_ms[k]);
+  }
+  if (!itl.length) return [];
+  const s = Float64Array.from(itl).sort();
+  return [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9].map((q) => ({ q, itl_ms: Math.round(percentileSortedLocal(s, q) * 1000) / 1000 }));
+}
+
+function percentileSortedLocal(s: Float64Array, p: number): number {
+  const rank = (p / 100) * (s.length - 1);
+  const lo = Math.floor(rank);
+  const hi = Math.min(s.length - 1, lo + 1);
+  return s[lo] + (s[hi] - s[lo]) * (rank - lo);
+}
+
+export async function benchPlots(r: Pick<SweepResult, 'points'>, spec: ReportSpec, predicted?: PredictedCurve, only: 'all' | 'throughput' = 'all'): Promise<CellOutput[]> {
+  if (!r.points.length) return [];
+  const xTitle = spec.mode === 'closed' ? 'concurrency (requests in flight)' : 'request rate (req/s)';
+  const xScale = spec.mode === 'closed' ? { type: 'log', base: 2 } : { type: 'linear' };
+  const xOf = (p: PointResult) => (p.mode === 'open' ? p.rate! : p.concurrency!);
+  const thr = r.points.map((p) => ({ x: xOf(p), series: 'measured output tok/s', tok_s: Math.round(p.metrics.output_throughput * 10) / 10 }));
+  const layers: Record<string, unknown>[] = [
+    {
+      data: { values: thr },
+      mark: { type: 'line', point: true },
+      encoding: {
+        x: { field: 'x', type: 'quantitative', scale: xScale, title: xTitle },
+        y: { field: 'tok_s', type: 'quantitative', title: 'output tokens/s' },
+        color: { field: 'series', type: 'nominal', title: null },
+        tooltip: [{ field: 'x', title: spec.mode === 'closed' ? 'concurrency' : 'rate' }, { field: 'tok_s', format: ',.1f' }],
+      },
+    },
+  ];
+  if (predicted && predicted.points.length && spec.mode === 'closed') {
+    layers.push({
+      data: { values: predicted.points.map((p) => ({ x: p.x, series: predicted.label, tok_s: p.tok_s })) },
+      mark: { type: 'line', strokeDash: [5, 4], point: true },
+      encoding: { x: { field: 'x', type: 'quantitative' }, y: { field: 'tok_s', type: 'quantitative' }, color: { field: 'series', type: 'nominal', title: null } },
+    });
+  }
+  const out: CellOutput[] = [await plotOutput({ title: `Output throughput vs ${spec.mode === 'closed' ? 'concurrency' : 'rate'}`, width: 420, height: 240, layer: layers })];
+  if (only === 'throughput') return out;
+
+  const pcts = [50, ...spec.percentiles.filter((q) => q !== 50)];
+  const lat = r.points.flatMap((p) =>
+    (['ttft_ms', 'tpot_ms'] as const).flatMap((k) =>
+      pcts.map((q) => ({ x: xOf(p), metric: k === 'ttft_ms' ? 'TTFT' : 'TPOT', pct: `p${q}`, ms: Math.round((q === 50 ? p.metrics[k].median : p.metrics[k].p[pKey(q)]) * 1000) / 1000 })),
+    ),
+  ).filter((d) => Number.isFinite(d.ms));
+  const slo = [
+    ...(spec.slo?.ttftMs !== undefined ? [{ metric: 'TTFT', ms: spec.slo.ttftMs, label: `SLO p99 ${spec.slo.ttftMs} ms` }] : []),
+    ...(spec.slo?.tpotMs !== undefined ? [{ metric: 'TPOT', ms: spec.slo.tpotMs, label: `SLO p99 ${spec.slo.tpotMs} ms` }] : []),
+  ];
+  const panel = (metric: 'TTFT' | 'TPOT') => ({
+    title: `${metric} percentiles`,
+    width: 260,
+    height: 200,
+    layer: [
+      {
+        data: { values: lat.filter((d) => d.metric === metric) },
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: { field: 'x', type: 'quantitative', scale: xScale, title: xTitle },
+          y: { field: 'ms', type: 'quantitative', title: `${metric} (ms)` },
+          color: { field: 'pct', type: 'nominal', title: 'percentile' },
+          tooltip: [{ field: 'x' }, { field: 'pct' }, { field: 'ms', format: ',.1f' }],
+        },
+      },
+      ...(slo.some((s) => s.metric === metric)
+        ? [{ data: { values: slo.filter((s) => s.metric === metric) }, mark: { type: 'rule', strokeDash: [4, 4], color: 'firebrick' }, encoding: { y: { field: 'ms', type: 'quantitative' }, tooltip: [{ field: 'label' }] } }]
+        : []),
+    ],
+  });
+  out.push(await plotOutput({ hconcat: [panel('TTFT'), panel('TPOT')] }));
+
+  const itl = r.points.flatMap((p) => itlQuantiles(p).map((d) => ({ ...d, point: pointLabel(p) })));
+  if (itl.length)
+    out.push(
+      await plotOutput({
+        title: 'ITL distribution per point (quantiles of the gaps between chunks)',
+        width: 420,
+        height: 220,
+        data: { values: itl },
+        mark: { type: 'line', point: true },
+        encoding: {
+          x: { field: 'q', type: 'quantitative', title: 'percentile', scale: { type: 'linear', domain: [0, 100] } },
+          y: { field: 'itl_ms', type: 'quantitative', scale: { type: 'log' }, title: 'ITL (ms)' },
+          color: { field: 'point', type: 'nominal', title: 'point', sort: null },
+          tooltip: [{ field: 'point' }, { field: 'q' }, { field: 'itl_ms', format: ',.2f' }],
+        },
+      }),
+    );
+  return out;
+}
+
+/** The records of every point, columnar, as one notebook output (MIME.records). */
+export function recordsOutput(r: Pick<SweepResult, 'points'>): CellOutput | undefined {
+  const pts = r.points.filter((p) => p.records);
+  if (!pts.length) return undefined;
+  const n = pts.reduce((s, p) => s + p.records!.n, 0);
+  const data = { format: 'inflab.bench-records.v1', points: pts.map((p) => ({ index: p.index, concurrency: p.concurrency, rate: p.rate, seed: p.seed, t0_epoch_ms: Math.round(p.t0EpochMs), records: p.records })) };
+  return { items: [{ mime: MIME.records, data }, { mime: MIME.plain, data: `raw records: ${n} requests in ${pts.length} point(s), columnar, times in ms rounded to the µs (${MIME.records})` }] };
+}
+
+/** A predicted throughput curve from an earlier cell, when the notebook has one. */
+export function findPredicted(results: Map<number, { kind: string; name?: string; values: Record<string, unknown> }>, beforeIndex: number): PredictedCurve | undefined {
+  let best: PredictedCurve | undefined;
+  let bestIdx = -1;
+  for (const [i, res] of results) {
+    if (i >= beforeIndex || i < bestIdx) continue;
+    if (res.kind !== 'predict: decode-roofline' && res.kind !== 'predict: serving') continue;
+    const rows = res.values?.rows;
+    if (!Array.isArray(rows)) continue;
+    const pts = rows
+      .map((row: any) => ({
+        x: Number(row.batch ?? row.concurrency ?? row.x),
+        tok_s: Number(row.aggregate_tok_s ?? row.output_throughput ?? row.output_tok_s ?? row.tok_s ?? row.throughput),
+      }))
+      .filter((p) => Number.isFinite(p.x) && Number.isFinite(p.tok_s));
+    if (!pts.length) continue;
+    bestIdx = i;
+    best = { label: `predicted (${res.kind}${res.name ? `, ${res.name}` : ''})`, cellIndex: i, points: pts };
+  }
+  return best;
+}

@@ -1,0 +1,203 @@
+/**
+ * `bench: sweep` (closed loop over a concurrency list, or open loop over a rate list) and
+ * `bench: rate` (open loop): measure the setup's endpoint the way `vllm bench serve` defines its
+ * metrics, in a worker thread, with the output growing point by point.
+ */
+import { z } from 'zod';
+import { runSweep, type PointResult, type SweepOptions } from '../bench';
+import { benchFindings, benchPlots, benchValues, findPredicted, fixedSeedFinding, recordsOutput, runFacts, summaryTable, type ReportSpec } from '../bench/report';
+import { oneOrMany, positiveInt, quantity } from '../engine/schema';
+import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
+import { CellError, finding, type Finding } from '../findings';
+
+const slo = z
+  .object({
+    ttft_p99: quantity('time', { positive: true }).optional(),
+    tpot_p99: quantity('time', { positive: true }).optional(),
+    e2e_p99: quantity('time', { positive: true }).optional(),
+  })
+  .strict();
+
+const onFailure = z.union([
+  z.literal('continue'),
+  z.object({ stop_above: quantity('ratio', { min: 0 }) }).strict(),
+]);
+
+const base = {
+  input: quantity('tokens', { bare: 'tokens', positive: true }),
+  output: quantity('tokens', { bare: 'tokens', positive: true }),
+  /** Closed loop: one point per value. With `rate`, a single value caps requests in flight. */
+  concurrency: oneOrMany(positiveInt).optional(),
+  rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })).optional(),
+  /** Gamma shape of inter-arrival times (1 = Poisson; < 1 burstier). */
+  burstiness: z.number().positive().optional(),
+  requests: quantity('requests', { bare: 'requests', positive: true }).optional(),
+  duration: quantity('time', { positive: true }).optional(),
+  warmup: z.number().int().min(0).default(0),
+  seed: z.union([z.literal('per-point'), z.number().int().min(0)]).default('per-point'),
+  /** Base of the per-point seeds (default: random, recorded in the values). */
+  base_seed: z.number().int().min(0).optional(),
+  slo: slo.optional(),
+  percentiles: z.array(z.number().gt(0).lt(100)).min(1).default([90, 99]),
+  api: z.enum(['completions', 'chat']).default('completions'),
+  /** No bytes for this long ends a request with kind "timeout". */
+  timeout: quantity('time', { positive: true }).optional(),
+  request_timeout: quantity('time', { positive: true }).optional(),
+  on_failure: onFailure.optional(),
+  contamination_threshold: quantity('ratio', { min: 0 }).optional(),
+  top_p: z.number().gt(0).max(1).default(0.95),
+  top_k: z.number().int().default(50),
+  temperature: z.number().min(0).default(1),
+  scrape: z.boolean().default(true),
+  records: z.boolean().default(true),
+};
+
+const sweepSchema = z
+  .object({ bench: z.literal('sweep'), ...base })
+  .strict()
+  .refine((c) => !!c.concurrency || !!c.rate, { message: 'Give "concurrency: [1, 2, 4, 8]" (closed loop) or "rate: [1, 2, 4] req/s" (open loop)', path: ['concurrency'] })
+  .refine((c) => !(c.rate && c.concurrency && c.concurrency.length > 1), { message: 'With "rate:", "concurrency:" is one cap on requests in flight, e.g. "concurrency: 64"', path: ['concurrency'] })
+  .refine((c) => !(c.requests && c.duration), { message: 'Give "requests:" or "duration:" per point, not both', path: ['duration'] });
+
+const rateSchema = z
+  .object({ bench: z.literal('rate'), ...base, rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })) })
+  .strict()
+  .refine((c) => !(c.concurrency && c.concurrency.length > 1), { message: 'In "bench: rate", "concurrency:" is one cap on requests in flight, e.g. "concurrency: 64"', path: ['concurrency'] })
+  .refine((c) => !(c.requests && c.duration), { message: 'Give "requests:" or "duration:" per point, not both', path: ['duration'] });
+
+type Cell = z.output<typeof sweepSchema> | z.output<typeof rateSchema>;
+
+function analyze(cell: Cell, ctx: AnalyzeContext): Finding[] {
+  const fs: Finding[] = [];
+  if (cell.seed !== 'per-point') fs.push(fixedSeedFinding(['seed']));
+  if (cell.top_k <= 0 || cell.top_p >= 1)
+    fs.push(
+      finding('warning', 'sampler-native-path', 'With top_k ≤ 0 or top_p = 1 vLLM skips its fused top-p/top-k sampler and takes the native path: the benchmark then measures a sampler real traffic does not use.', [cell.top_k <= 0 ? 'top_k' : 'top_p'], {
+        fix: 'keep top_p below 1 and top_k positive (defaults 0.95 and 50)',
+      }),
+    );
+  const maxLen = ctx.setup?.server?.max_model_len as { value: number } | undefined;
+  if (maxLen && cell.input.value + cell.output.value > maxLen.value)
+    fs.push(finding('error', 'exceeds-max-model-len', `input + output = ${cell.input.value + cell.output.value} tokens exceeds the setup's max_model_len ${maxLen.value}: every request would be refused`, ['input'], { fix: 'shorten input or output, or raise max_model_len in the setup' }));
+  return fs;
+}
+
+function reportSpec(cell: Cell, seed: ReportSpec['seed'], requests: number | undefined, open: boolean): ReportSpec {
+  return {
+    mode: open ? 'open' : 'closed',
+    input: cell.input.value,
+    output: cell.output.value,
+    requests,
+    durationS: cell.duration?.value,
+    seed,
+    slo: cell.slo ? { ttftMs: ms(cell.slo.ttft_p99?.value), tpotMs: ms(cell.slo.tpot_p99?.value), e2eMs: ms(cell.slo.e2e_p99?.value) } : undefined,
+    percentiles: cell.percentiles,
+    stopAbove: stopAbove(cell),
+    burstiness: cell.burstiness,
+    paths: { points: [open ? 'rate' : 'concurrency'], seed: ['seed'], onFailure: cell.on_failure ? ['on_failure'] : [] },
+  };
+}
+
+const ms = (s: number | undefined) => (s === undefined ? undefined : s * 1000);
+
+function stopAbove(cell: Cell): number | undefined {
+  if (cell.on_failure === 'continue') return undefined;
+  return cell.on_failure?.stop_above.value ?? 0.5;
+}
+
+async function run(cell: Cell, ctx: RunContext) {
+  const setup = ctx.setup!;
+  const services = ctx.notebook.services;
+  let endpoint = setup.endpoint ?? 'sim';
+  if (endpoint === 'sim') {
+    if (!services.simEndpoint) throw new CellError('This host cannot start the simulated endpoint: set "endpoint: http://host:8000" in the setup', ['bench'], 'no-sim');
+    try {
+      endpoint = await services.simEndpoint(setup);
+    } catch (e) {
+      throw new CellError(`The simulated endpoint did not start (${(e as Error).message}): set "endpoint: http://host:8000" in the setup to measure a real server`, ['bench'], 'sim-unavailable');
+    }
+  } else if (services.confirmHost) {
+    const ok = await services.confirmHost(endpoint);
+    if (!ok) throw new CellError(`Requests to ${endpoint} were not allowed: confirm the host, or change "endpoint:" in the setup`, ['bench'], 'host-refused');
+  }
+  const apiKey = (await services.getApiKey?.(setup.endpoint ?? endpoint)) || undefined;
+  const open = !!cell.rate;
+  const concurrency = cell.concurrency ?? [];
+  const requests = cell.duration ? undefined : (cell.requests?.value ?? Math.max(100, 4 * Math.max(1, ...concurrency)));
+  const seed: ReportSpec['seed'] = cell.seed === 'per-point' ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 } : { mode: 'fixed', value: cell.seed };
+  const spec = reportSpec(cell, seed, requests, open);
+  const opts: SweepOptions = {
+    endpoint,
+    apiKey,
+    api: cell.api,
+    vocab: setup.model.vocab,
+    input: cell.input.value,
+    output: cell.output.value,
+    concurrency: open ? undefined : concurrency,
+    rate: open ? cell.rate!.map((r) => r.value) : undefined,
+    maxConcurrency: open ? cell.concurrency?.[0] : undefined,
+    burstiness: cell.burstiness,
+    requests,
+    durationMs: cell.duration ? cell.duration.value * 1000 : undefined,
+    warmup: cell.warmup,
+    seed,
+    idleTimeoutMs: cell.timeout ? cell.timeout.value * 1000 : 60_000,
+    requestTimeoutMs: cell.request_timeout ? cell.request_timeout.value * 1000 : 0,
+    topP: cell.top_p,
+    topK: cell.top_k,
+    temperature: cell.temperature,
+    scrape: cell.scrape,
+    stopAbove: stopAbove(cell),
+    percentiles: cell.percentiles,
+    slo: spec.slo,
+    contaminationThreshold: cell.contamination_threshold?.value,
+    keepRecords: cell.records,
+  };
+  const predicted = findPredicted(ctx.notebook.results, ctx.cellIndex);
+  const title = `${open ? 'Open-loop rate run' : 'Concurrency sweep'}: ${cell.input.value} in / ${cell.output.value} out tokens`;
+  const points: PointResult[] = [];
+  const nPoints = open ? cell.rate!.length : concurrency.length;
+  // Live outputs: the table and the throughput plot grow as each point finishes.
+  let chain: Promise<void> = Promise.resolve();
+  const result = await runSweep(opts, {
+    signal: ctx.signal,
+    onProgress: (p) => ctx.progress({ message: p.message, fraction: (p.point + (p.total ? p.done / p.total : 0)) / Math.max(1, nPoints) }),
+    onPoint: (p) => {
+      points.push(p);
+      const snapshot = [...points];
+      chain = chain.then(async () => {
+        try {
+          const outs: CellOutput[] = [summaryTable({ points: snapshot }, spec, `${title} (${snapshot.length}/${nPoints} points)`), ...(await benchPlots({ points: snapshot }, spec, predicted, 'throughput'))];
+          ctx.progress({ outputs: outs, fraction: snapshot.length / nPoints, message: `${snapshot.length} of ${nPoints} points done` });
+        } catch {
+          // a progress rendering failure must not cost the measurement
+        }
+      });
+    },
+  });
+  await chain;
+  const outputs: CellOutput[] = [summaryTable(result, spec, title), runFacts(result, spec), ...(await benchPlots(result, spec, predicted))];
+  const rec = recordsOutput(result);
+  if (rec) outputs.push(rec);
+  return { values: benchValues(result, spec), outputs, findings: benchFindings(result, spec) };
+}
+
+export const benchSweepKind: KindModule<Cell> = {
+  key: 'bench',
+  variant: 'sweep',
+  summary: 'bench: sweep — concurrency (or rate) sweep against the endpoint: TTFT/TPOT/ITL/E2E, throughput, goodput, /metrics evidence',
+  schema: sweepSchema as unknown as z.ZodType<Cell>,
+  needsSetup: true,
+  analyze,
+  run,
+};
+
+export const benchRateKind: KindModule<Cell> = {
+  key: 'bench',
+  variant: 'rate',
+  summary: 'bench: rate — open-loop request-rate run (Poisson or gamma arrivals); latencies from the scheduled send time',
+  schema: rateSchema as unknown as z.ZodType<Cell>,
+  needsSetup: true,
+  analyze,
+  run,
+};
