@@ -1,5 +1,6 @@
 /** The registry of cell kinds: a new kind is one module plus one line here. */
 import type { KindModule } from '../engine/types';
+import { benchRateKind, benchSweepKind } from './bench';
 import { decodeRooflineKind } from './predictDecodeRoofline';
 import { compareKind } from './compare';
 import { recordKind } from './record';
@@ -9,4 +10,4 @@ import { rooflineKind } from './predictRoofline';
 import { servingKind } from './predictServing';
 import { setupKind } from './setup';
 
-export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, compareKind, servingKind];
+export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, compareKind, servingKind, benchSweepKind, benchRateKind];
