@@ -76,8 +76,12 @@ function startBridge(getPage) {
       if (url.pathname === '/webview-svg') body = await findRenderedSvg(page);
       else if (url.pathname === '/screenshot') {
         const file = path.join(root, 'media', 'screenshot.png');
-        await new Promise((r) => setTimeout(r, 1500));
+        const size = page.viewportSize();
+        await page.setViewportSize({ width: 1280, height: 1950 });
+        await new Promise((r) => setTimeout(r, 2500));
+        await findRenderedSvg(page);
         await page.screenshot({ path: file });
+        await page.setViewportSize(size);
         body = { ok: true, detail: path.relative(root, file) };
       } else if (url.pathname === '/dismiss-dialog') body = await dismissDialog(page);
     } catch (e) {
