@@ -1,5 +1,79 @@
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { stringify } from 'yaml';
+import { createNotebookContext, jsonSafe, runCell } from '../../core/engine/engine';
+import { MIME } from '../../core/engine/outputs';
+import { formatFinding } from '../../core/findings';
+import { cliServices } from '../services';
 import { UsageError } from '../usage';
 
-export async function auditCommand(_argv: string[]): Promise<number> {
-  throw new UsageError('"inflab audit" is not built yet');
+/**
+ * inflab audit LOGFILE|GLOB|URL [--json] [--gpu ID --model ID [--weights DT] [--kv-cache DT]
+ *              [--gpu-memory-utilization F]] [--hit-threshold PCT]
+ * Runs an `audit:` cell (after a setup cell when --gpu/--model are given, for the KV-pool check).
+ */
+export async function auditCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      json: { type: 'boolean' },
+      gpu: { type: 'string' },
+      model: { type: 'string' },
+      weights: { type: 'string' },
+      'kv-cache': { type: 'string' },
+      'gpu-memory-utilization': { type: 'string' },
+      'hit-threshold': { type: 'string' },
+      'no-plot': { type: 'boolean' },
+    },
+  });
+  if (positionals.length !== 1) throw new UsageError('give one log file, glob or /metrics URL: inflab audit logs/vllm.log [--json] [--gpu a100-sxm4-80gb --model qwen3-8b]');
+  if (!!values.gpu !== !!values.model) throw new UsageError('give both --gpu and --model (e.g. --gpu a100-sxm4-80gb --model qwen3-8b) for the KV-pool check, or neither');
+  const num = (k: 'gpu-memory-utilization' | 'hit-threshold') => {
+    const s = values[k];
+    if (s === undefined) return undefined;
+    const v = Number(s);
+    if (!Number.isFinite(v)) throw new UsageError(`--${k} takes a number, e.g. --${k} ${k === 'hit-threshold' ? '10' : '0.9'}`);
+    return v;
+  };
+  const util = num('gpu-memory-utilization');
+  const thr = num('hit-threshold');
+  const cells: string[] = [];
+  if (values.gpu) {
+    const setup: Record<string, unknown> = { setup: 'cli', gpu: values.gpu, model: values.model };
+    if (values.weights) setup.weights = values.weights;
+    if (values['kv-cache']) setup.kv_cache = values['kv-cache'];
+    if (util !== undefined) setup.gpu_memory_utilization = util;
+    cells.push(stringify(setup));
+  }
+  const audit: Record<string, unknown> = { audit: positionals[0] };
+  if (thr !== undefined) audit.hit_threshold = thr;
+  if (values.json || values['no-plot']) audit.plot = false;
+  cells.push(stringify(audit));
+  const services = cliServices();
+  const ctx = createNotebookContext(path.resolve('.'), services);
+  let ok = true;
+  const out: unknown[] = [];
+  try {
+    for (let i = 0; i < cells.length; i++) {
+      const r = await runCell(cells[i], i, ctx);
+      ok &&= r.ok;
+      const isAudit = i === cells.length - 1;
+      if (values.json) {
+        if (isAudit || !r.ok) out.push({ kind: r.kind, values: jsonSafe(r.values), findings: r.findings, ...(r.error ? { error: r.error } : {}) });
+        continue;
+      }
+      if (!isAudit && r.ok) continue;
+      for (const o of r.outputs) {
+        const plain = o.items.find((it) => it.mime === MIME.plain);
+        if (plain && !o.items.some((it) => it.mime === MIME.findings || it.mime === MIME.error)) console.log(String(plain.data) + '\n');
+      }
+      if (r.error) console.log(`error: ${r.error.message}`);
+      for (const f of r.findings) console.log(formatFinding(f));
+    }
+  } finally {
+    await services.close();
+  }
+  if (values.json) console.log(JSON.stringify(out.length === 1 ? out[0] : out, null, 2));
+  return ok ? 0 : 1;
 }

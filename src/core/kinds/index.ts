@@ -1,5 +1,6 @@
 /** The registry of cell kinds: a new kind is one module plus one line here. */
 import type { KindModule } from '../engine/types';
+import { auditKind } from './audit';
 import { benchRateKind, benchSweepKind } from './bench';
 import { decodeRooflineKind } from './predictDecodeRoofline';
 import { compareKind } from './compare';
@@ -10,4 +11,4 @@ import { rooflineKind } from './predictRoofline';
 import { servingKind } from './predictServing';
 import { setupKind } from './setup';
 
-export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, compareKind, servingKind, benchSweepKind, benchRateKind];
+export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, compareKind, servingKind, auditKind, benchSweepKind, benchRateKind];

@@ -1,0 +1,177 @@
+/**
+ * Audit a vLLM server log (or a /metrics snapshot): facts, timeline, segments, findings, plot.
+ * Used by the `audit:` cell kind and by `inflab audit`.
+ */
+import * as path from 'node:path';
+import { factsOutput, tableOutput } from '../engine/outputs';
+import type { CellOutput, Setup } from '../engine/types';
+import type { CellPath, Finding } from '../findings';
+import { plotOutput } from '../plots/render';
+import { fmtNum } from '../units';
+import { auditFindings, heartbeatMeans, type AuditFindingOptions } from './findings';
+import { resolveAuditInput, type AuditInput } from './inputs';
+import { fetchMetrics, metricsFactsFromText, metricsFindings, type MetricsFacts } from './metrics';
+import type { AuditFacts } from './parse';
+import { auditFiles, type AuditFileOptions, type AuditTimings } from './read';
+import { timelineSpec } from './plot';
+import { buildTimeline, type Segment, type Timeline } from './timeline';
+
+export { classifyLine, LogAuditor, LogClock, WindowSeries } from './parse';
+export type { AuditFacts, Classified, LineKind, StatsFields, StatsWindow } from './parse';
+export { auditFile, auditFiles, auditText, feedFile } from './read';
+export type { AuditTimings } from './read';
+export { buildTimeline, isIdle } from './timeline';
+export type { Segment, Timeline } from './timeline';
+export { auditFindings, interferenceWindows, heartbeatMeans, cite } from './findings';
+export { resolveAuditInput, globFiles, segmentRegex } from './inputs';
+export { metricsFactsFromText, metricsFindings, fetchMetrics } from './metrics';
+export { timelineSpec } from './plot';
+export { generateLog, generateLogFile } from './generate';
+
+export interface AuditOptions extends AuditFileOptions {
+  setup?: Setup;
+  hitThresholdPct?: number;
+  kvFullPct?: number;
+  path?: CellPath;
+  /** Skip the SVG rendering of the plot (the CLI's --json, perf runs). */
+  plot?: boolean;
+  predicted?: AuditFindingOptions['predicted'];
+}
+
+export interface AuditResult {
+  input: AuditInput;
+  facts?: AuditFacts;
+  metrics?: MetricsFacts;
+  timeline?: Timeline;
+  timings?: AuditTimings;
+  findings: Finding[];
+  values: Record<string, unknown>;
+  outputs: CellOutput[];
+}
+
+/** Analyze facts already parsed: timeline, findings, values (no I/O). */
+export function analyzeFacts(facts: AuditFacts, opts: AuditOptions = {}): { timeline: Timeline; findings: Finding[]; values: Record<string, unknown> } {
+  const timeline = buildTimeline(facts.windows);
+  const findings = auditFindings(facts, timeline, { setup: opts.setup, hitThresholdPct: opts.hitThresholdPct, kvFullPct: opts.kvFullPct, path: opts.path, predicted: opts.predicted });
+  return { timeline, findings, values: factValues(facts, timeline) };
+}
+
+/** The cell's values: what later cells and checks can use. */
+export function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
+  const v = <T>(x: { value: T } | undefined) => (x ? x.value : null);
+  return {
+    files: f.files.map((x) => x.path),
+    lines: f.lines,
+    unknown_lines: f.unknown_lines,
+    other_lines: f.other_lines,
+    engine: f.format ?? null,
+    version: v(f.version),
+    model: v(f.model),
+    weights_gib: v(f.weights_gib),
+    model_load_s: v(f.model_load_s),
+    available_kv_gib: v(f.available_kv_gib),
+    pool_tokens: v(f.pool_tokens),
+    pool_tokens_workers: f.pool_tokens?.workers ?? null,
+    max_concurrency: v(f.max_concurrency),
+    max_concurrency_tokens_per_request: f.max_concurrency?.tokens_per_request ?? null,
+    cuda_graph_gib: v(f.cuda_graph_gib),
+    engine_init_s: v(f.engine_init_s),
+    sampler: v(f.sampler),
+    windows: f.windows.length,
+    interval_s: tl.interval_s,
+    idle_windows: tl.idle_windows,
+    missing_windows: tl.missing_windows,
+    segments: tl.segments.map(({ first: _f, last: _l, ...s }) => s),
+    preemptions: tl.segments.reduce((a, s) => a + s.preemptions, 0),
+    preemption_warnings: f.preemption_warning_count,
+    requests: f.access.requests,
+    status_codes: f.access.by_status,
+    routes: f.access.by_route,
+    heartbeat: heartbeatMeans(f.windows, tl) ?? null,
+    first_stamp: f.first_stamp ?? null,
+    last_stamp: f.last_stamp ?? null,
+  };
+}
+
+/** Audit what a cell names (path, glob, or /metrics URL), relative to `dir`. */
+export async function runAudit(value: string, dir: string, opts: AuditOptions = {}): Promise<AuditResult> {
+  const r = resolveAuditInput(value, dir);
+  if (!r.input) throw new Error(r.error);
+  const input = r.input;
+  const at = opts.path ?? ['audit'];
+  if (input.kind === 'url') {
+    const text = await fetchMetrics(input.url, opts.signal);
+    const m = metricsFactsFromText(text, input.url);
+    const findings = metricsFindings(m, opts.setup, opts.hitThresholdPct ?? 10, at);
+    const rows: [string, string][] = [];
+    const add = (k: string, x: number | undefined, d = 0, unit = '') => x !== undefined && rows.push([k, `${fmtNum(x, d)}${unit}`]);
+    add('KV pool (cache_config_info)', m.pool_tokens, 0, ' tokens');
+    add('prefix cache hit rate (lifetime)', m.prefix_hit_pct, 1, '%');
+    add('preemptions', m.preemptions);
+    add('running', m.running);
+    add('waiting', m.waiting);
+    add('GPU KV cache usage', m.kv_usage_pct, 1, '%');
+    add('prompt tokens', m.prompt_tokens);
+    add('generation tokens', m.generation_tokens);
+    add('requests (success)', m.requests_success);
+    return { input, metrics: m, findings, values: { ...m }, outputs: [factsOutput(`/metrics snapshot — ${input.url}`, rows, `${m.samples} samples; a single snapshot holds lifetime totals`)] };
+  }
+  const { facts, timings } = await auditFiles(input.paths, opts);
+  const { timeline, findings, values } = analyzeFacts(facts, opts);
+  const outputs = [factsTable(facts, timings, input), segmentsTable(timeline)];
+  if (opts.plot !== false && facts.windows.length) {
+    const name = input.paths.length === 1 ? path.basename(input.paths[0]) : input.pattern;
+    outputs.push(await plotOutput(timelineSpec(facts.windows, timeline, `vLLM log timeline — ${name}`)));
+  }
+  return { input, facts, timeline, timings, findings, values: { ...values, parse_ms: Math.round(timings.total_ms) }, outputs };
+}
+
+function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, { kind: 'files' }>): CellOutput {
+  const rows: [string, string][] = [];
+  const L = (line: number) => ` (line ${line})`;
+  if (f.version) rows.push(['vLLM version', f.version.value + L(f.version.line)]);
+  if (f.model) rows.push(['model', f.model.value + L(f.model.line)]);
+  if (f.weights_gib) rows.push(['weights', `${f.weights_gib.value} GiB${f.model_load_s ? `, loaded in ${fmtNum(f.model_load_s.value, 1)} s` : ''}${L(f.weights_gib.line)}`]);
+  if (f.available_kv_gib) rows.push(['available KV cache memory', `${f.available_kv_gib.value} GiB${f.available_kv_gib.workers > 1 ? ` × ${f.available_kv_gib.workers} workers` : ''}${L(f.available_kv_gib.line)}`]);
+  if (f.pool_tokens)
+    rows.push(['KV pool', `${fmtNum(f.pool_tokens.value, 0)} tokens${f.pool_tokens.workers > 1 ? ` (printed by ${f.pool_tokens.workers} workers)` : ''}${f.pool_tokens.derived ? ` (${f.pool_tokens.derived})` : ''}${L(f.pool_tokens.line)}`]);
+  if (f.max_concurrency) rows.push([`max concurrency at ${fmtNum(f.max_concurrency.tokens_per_request, 0)} tokens/request`, `${f.max_concurrency.value}×${L(f.max_concurrency.line)}`]);
+  if (f.cuda_graph_gib) rows.push(['CUDA graphs', `${f.cuda_graph_gib.value} GiB in ${f.cuda_graph_gib.seconds} s${L(f.cuda_graph_gib.line)}`]);
+  if (f.engine_init_s) rows.push(['engine init (profile, KV cache, warmup)', `${f.engine_init_s.value} s${L(f.engine_init_s.line)}`]);
+  if (f.sampler) rows.push(['sampler', `${f.sampler.value === 'flashinfer' ? 'FlashInfer' : 'PyTorch-native fallback'}${L(f.sampler.line)}`]);
+  rows.push(['stats windows', `${fmtNum(f.windows.length, 0)}${f.format ? ` (${f.format.toUpperCase()} engine)` : ''}`]);
+  rows.push(['requests in the access log', `${fmtNum(f.access.requests, 0)}${Object.keys(f.access.by_status).length ? ` (${Object.entries(f.access.by_status).map(([k, n]) => `${k}: ${fmtNum(n, 0)}`).join(', ')})` : ''}`]);
+  rows.push(['lines', `${fmtNum(f.lines, 0)} (${fmtNum(f.unknown_lines, 0)} not in vLLM's format)`]);
+  const files = input.paths.length === 1 ? path.basename(input.paths[0]) : `${input.paths.length} files matching ${input.pattern}`;
+  return factsOutput(`vLLM log — ${files}`, rows, `read ${fmtNum(t.bytes / 1e6, 1)} MB in ${fmtNum(t.total_ms, 0)} ms${f.first_stamp ? `; ${f.first_stamp} → ${f.last_stamp}` : ''}`);
+}
+
+function segmentsTable(tl: Timeline): CellOutput {
+  type Row = Segment & { span: string; hit: string; lines: string };
+  const rows: Row[] = tl.segments.map((s) => ({
+    ...s,
+    span: `${s.start_stamp} → ${s.end_stamp.slice(6)}`,
+    hit: s.hit_min_pct === null ? '—' : s.hit_min_pct === s.hit_max_pct ? `${s.hit_min_pct}%` : `${s.hit_first_pct}% → ${s.hit_last_pct}%`,
+    lines: `${s.first_line}–${s.last_line}`,
+  }));
+  return tableOutput<Row>(
+    `Segments (${tl.segments.length}) — split on idle gaps and load changes; stats every ${fmtNum(tl.interval_s, 0)} s`,
+    [
+      { key: 'index', label: '#', fmt: (v) => String(v + 1) },
+      { key: 'span', label: 'time' },
+      { key: 'windows', label: 'windows' },
+      { key: 'load', label: 'running+waiting', fmt: (v) => fmtNum(v, 0) },
+      { key: 'mean_prompt_tok_s', label: 'prompt tok/s', fmt: (v) => fmtNum(v, 0) },
+      { key: 'mean_gen_tok_s', label: 'gen tok/s', fmt: (v) => fmtNum(v, 0) },
+      { key: 'peak_running', label: 'peak running' },
+      { key: 'hit', label: 'prefix hit' },
+      { key: 'peak_kv_usage_pct', label: 'peak KV %', fmt: (v) => fmtNum(v, 1) },
+      { key: 'preemptions', label: 'preempt.' },
+      { key: 'lines', label: 'log lines' },
+    ],
+    rows,
+    'Throughputs are the log\'s own window means (heartbeat figures): quote rates from the benchmark.',
+  );
+}
+
+export type { Setup };

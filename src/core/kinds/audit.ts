@@ -1,0 +1,90 @@
+/**
+ * `audit: logs/day4-vllm.log` — read a vLLM server log (a path relative to the notebook, a glob,
+ * or a /metrics URL): startup facts, the stats windows as a timeline split into segments, and
+ * findings citing their log lines. The setup, when there is one, supplies the KV-pool prediction.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { z } from 'zod';
+import { runAudit } from '../audit';
+import { isGlob, resolveAuditInput } from '../audit/inputs';
+import type { AnalyzeContext, KindModule, NotebookContext } from '../engine/types';
+import { CellError, finding, type Finding } from '../findings';
+
+const schema = z
+  .object({
+    audit: z.string({ error: 'audit: give a log path relative to the notebook (logs/day4-vllm.log), a glob (logs/*.log) or a /metrics URL' }).min(1),
+    /** Prefix-cache hit rate (%) above which a segment counts as served from the cache. */
+    hit_threshold: z.number().min(0).max(100).optional(),
+    /** KV usage (%) that counts as full. */
+    kv_full: z.number().min(0).max(100).optional(),
+    /** Leave out the timeline plot. */
+    plot: z.boolean().optional(),
+  })
+  .strict();
+
+type Cell = z.output<typeof schema>;
+
+/** The latest `predict: kv-pool` result above this cell, if any. */
+function predictedPool(nb: NotebookContext, cellIndex: number) {
+  let best: { pool_tokens: number; available_kv_gib?: number; label: string; cellIndex?: number } | undefined;
+  for (const [i, r] of nb.results) {
+    if (i >= cellIndex || r.kind !== 'predict: kv-pool' || !r.ok) continue;
+    const t = r.values.pool_tokens;
+    if (typeof t === 'number' && (!best || (best.cellIndex ?? -1) < i))
+      best = { pool_tokens: t, available_kv_gib: typeof r.values.available_kv_gib === 'number' ? r.values.available_kv_gib : undefined, label: `the predict: kv-pool cell${r.name ? ` "${r.name}"` : ''}`, cellIndex: i };
+  }
+  return best;
+}
+
+export const auditKind: KindModule<Cell> = {
+  key: 'audit',
+  summary: 'audit: PATH — read a vLLM server log (or a /metrics URL): KV pool, sampler, timeline, segments, prefix-cache and interference findings',
+  schema,
+  analyze(cell, ctx: AnalyzeContext): Finding[] {
+    const v = cell.audit.trim();
+    if (/^https?:\/\//i.test(v)) return [];
+    // Cheap local checks only: does the file (or any file of the glob's folder) exist?
+    if (isGlob(v)) {
+      const r = resolveAuditInput(v, ctx.notebook.dir);
+      return r.error ? [finding('error', 'audit-no-match', r.error, ['audit'])] : [];
+    }
+    const abs = path.resolve(ctx.notebook.dir, v);
+    if (!fs.existsSync(abs))
+      return [
+        finding('error', 'audit-file-not-found', `Cannot find "${v}" (resolved to ${abs})`, ['audit'], {
+          fix: 'write the path of a vLLM server log relative to the notebook (e.g. logs/day4-vllm.log; capture one with `vllm serve … 2>&1 | tee logs/day4-vllm.log`), a glob like logs/*.log, or a /metrics URL such as http://127.0.0.1:8000/metrics',
+        }),
+      ];
+    return [];
+  },
+  async run(cell, ctx) {
+    const v = cell.audit.trim();
+    if (/^https?:\/\//i.test(v)) {
+      const host = new URL(v).hostname;
+      const loopback = host === '127.0.0.1' || host === 'localhost' || host === '::1' || host === '[::1]';
+      if (!loopback && ctx.notebook.services.confirmHost && !(await ctx.notebook.services.confirmHost(v)))
+        throw new CellError(`Not fetching ${v}: the host was not confirmed. Confirm it, or audit a saved log file instead`, ['audit'], 'audit-host-refused');
+    }
+    const r = resolveAuditInput(v, ctx.notebook.dir);
+    if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
+    try {
+      const res = await runAudit(v, ctx.notebook.dir, {
+        setup: ctx.setup,
+        hitThresholdPct: cell.hit_threshold,
+        kvFullPct: cell.kv_full,
+        plot: cell.plot,
+        signal: ctx.signal,
+        predicted: predictedPool(ctx.notebook, ctx.cellIndex),
+        onProgress: (read, total) => ctx.progress({ message: `read ${Math.round(read / 1e6)} of ${Math.round(total / 1e6)} MB`, fraction: total ? read / total : undefined }),
+      });
+      return { values: res.values, outputs: res.outputs, findings: res.findings };
+    } catch (e) {
+      if (e instanceof CellError) throw e;
+      const msg = (e as Error).message;
+      if (/^https?:/i.test(v))
+        throw new CellError(`Cannot read ${v}: ${msg}. Is the server running? Write the /metrics URL of a running vLLM server, or a saved log path`, ['audit'], 'audit-fetch-failed');
+      throw new CellError(`Cannot read the log: ${msg}`, ['audit'], 'audit-read-failed');
+    }
+  },
+};
