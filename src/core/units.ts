@@ -111,7 +111,7 @@ def('request_rate', 1 / 60, 'req/min', 'requests/min', 'rpm');
 def('intensity', 1, 'FLOP/byte', 'FLOP/B', 'FLOPs/byte', 'flop/byte', 'flop/B');
 def('ratio', 0.01, '%', 'percent');
 
-const NUMBER = /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?\.\d+)\s*([kKM])?(?![a-zA-Z])/;
+const NUMBER = /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?\.\d+)(?:\s*([kKM])(?![a-zA-Z]))?/;
 
 export type ParseResult =
   | { ok: true; quantity: Quantity; dim: DimName }

@@ -123,7 +123,7 @@ export const decodeRooflineKind: KindModule<Cell> = {
           mark: { type: 'rule', strokeDash: [4, 4] },
           encoding: {
             y: { field: 'y', type: 'quantitative' },
-            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs' },
+            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs', legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420 } },
             tooltip: [{ field: 'roof' }],
           },
         },

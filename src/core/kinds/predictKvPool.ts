@@ -166,7 +166,7 @@ async function breakdownPlot(p: KvPool, s: Setup) {
     mark: { type: 'bar' },
     encoding: {
       x: { field: 'gib', type: 'quantitative', stack: 'zero', title: 'GiB (2^30 bytes)' },
-      color: { field: 'part', type: 'nominal', sort: parts.map((x) => x.part), title: null },
+      color: { field: 'part', type: 'nominal', sort: parts.map((x) => x.part), title: null, legend: { labelLimit: 320 } },
       order: { field: 'order', type: 'quantitative' },
       tooltip: [{ field: 'part' }, { field: 'label', title: 'size' }],
     },

@@ -59,7 +59,7 @@ export const rooflineKind: KindModule<Cell> = {
           encoding: {
             x: { field: 'intensity', type: 'quantitative', scale: { type: 'log' }, title: 'arithmetic intensity (FLOP/byte)' },
             y: { field: 'tflops', type: 'quantitative', scale: { type: 'log' }, title: 'attainable TFLOP/s' },
-            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs' },
+            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs', legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420 } },
           },
         },
         {
