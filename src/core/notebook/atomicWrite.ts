@@ -40,7 +40,11 @@ export function writeFileAtomic(file: string, data: string | Uint8Array): void {
         // already failing; the first error is the one to report
       }
     }
-    fs.rmSync(tmp, { force: true });
+    try {
+      fs.rmSync(tmp, { force: true });
+    } catch {
+      // e.g. ENOTDIR when the folder itself is gone: there is no temp file to remove
+    }
     const err = e as NodeJS.ErrnoException;
     if (err && typeof err.message === 'string') err.message = `could not save ${file}: ${err.message}; the file on disk was left as it was`;
     throw err;

@@ -202,6 +202,9 @@ function lineOfPath(text: string, path: (string | number)[]): number | undefined
   return s.found === undefined ? undefined : lineColumn(text, s.found).line;
 }
 
+const STRICT_NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+const NUMBER_PREFIX = /-?\d*(?:\.\d*)?(?:[eE][+-]?\d*)?/y;
+
 class JsonScanError {
   constructor(
     public readonly offset: number,
@@ -293,18 +296,18 @@ class JsonScanner {
       this.string();
       return;
     }
-    // A number (or a literal) cut off by the end of the file is a truncation, not a typo.
-    const cut = /-?\d*(?:\.\d*)?(?:[eE][+-]?\d*)?/y;
-    cut.lastIndex = this.i;
-    if ((c === '-' || (c >= '0' && c <= '9')) && cut.test(t) && cut.lastIndex === t.length) this.fail('', t.length);
-    const rest = t.slice(this.i, this.i + 5);
-    if (rest.length < 5 && rest.length > 0 && ['true', 'false', 'null'].some((l) => l.startsWith(rest) && l !== rest)) this.fail('', t.length);
-    const m = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
-    m.lastIndex = this.i;
-    if ((c === '-' || (c >= '0' && c <= '9')) && m.test(t)) {
-      this.i = m.lastIndex;
-      return;
+    if (c === '-' || (c >= '0' && c <= '9')) {
+      // A number cut off by the end of the file ("176." or "1e") is a truncation, not a typo.
+      NUMBER_PREFIX.lastIndex = this.i;
+      if (NUMBER_PREFIX.test(t) && NUMBER_PREFIX.lastIndex === t.length && this.i > 0) this.fail('', t.length);
+      STRICT_NUMBER.lastIndex = this.i;
+      if (STRICT_NUMBER.test(t)) {
+        this.i = STRICT_NUMBER.lastIndex;
+        return;
+      }
     }
+    // So is a literal cut off by the end of the file.
+    if (this.t.length - this.i < 5 && ['true', 'false', 'null'].some((l) => l.startsWith(t.slice(this.i)) && l !== t.slice(this.i))) this.fail('', t.length);
     for (const lit of ['true', 'false', 'null']) {
       if (t.startsWith(lit, this.i)) {
         this.i += lit.length;
@@ -313,12 +316,19 @@ class JsonScanner {
     }
     this.fail(`expected a value (a string, number, object, list, true, false or null), found ${this.show()}`);
   }
+  /** Offset of the next backslash at or after `nextBs`'s search start (cached: files are big). */
+  private nextBs = -2;
+  private backslashFrom(from: number): number {
+    if (this.nextBs === -1 || (this.nextBs >= from && this.nextBs !== -2)) return this.nextBs;
+    this.nextBs = this.t.indexOf('\\', from);
+    return this.nextBs;
+  }
   private string(): string {
     const t = this.t;
     const start = ++this.i;
     for (;;) {
       const j = t.indexOf('"', this.i);
-      const bs = t.indexOf('\\', this.i);
+      const bs = this.backslashFrom(this.i);
       if (j === -1) this.fail('unterminated string', t.length);
       if (bs !== -1 && bs < j) {
         this.checkControl(this.i, bs);
@@ -327,8 +337,8 @@ class JsonScanner {
         if (e === 'u') {
           if (!/^[0-9a-fA-F]{4}$/.test(t.slice(bs + 2, bs + 6))) this.fail('bad \\u escape in a string (write \\u followed by four hex digits)', bs);
           this.i = bs + 6;
-        } else if (e !== undefined && '"\\/bfnrt'.includes(e)) this.i = bs + 2;
-        else this.fail(`bad escape "\\${e ?? ''}" in a string`, bs);
+        } else if ('"\\/bfnrt'.includes(e)) this.i = bs + 2;
+        else this.fail(`bad escape "\\${e}" in a string`, bs);
         continue;
       }
       this.checkControl(this.i, j);
