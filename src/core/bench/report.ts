@@ -223,7 +223,7 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       itl: `${ms(m.itl_ms.median)} / ${ms(m.itl_ms.p[p99])}`,
       e2e: `${ms(m.e2e_ms.median)} / ${ms(m.e2e_ms.p[p99])}`,
       goodput: m.goodput === undefined ? '—' : fmtNum(m.goodput, 2),
-      little: m.little.observed_in_flight === undefined ? fmtNum(m.little.predicted_in_flight, 2) : `${fmtNum(m.little.predicted_in_flight, 2)} vs ${fmtNum(m.little.observed_in_flight, 2)}`,
+      little: !Number.isFinite(m.little.predicted_in_flight) ? '—' : m.little.observed_in_flight === undefined ? fmtNum(m.little.predicted_in_flight, 2) : `${fmtNum(m.little.predicted_in_flight, 2)} vs ${fmtNum(m.little.observed_in_flight, 2)}`,
       hit: p.evidence?.prefix_hit_rate !== undefined ? `${fmtNum(p.evidence.prefix_hit_rate * 100, 1)}%${p.contaminated ? ' ⚠' : ''}` : p.cached_share !== undefined ? `${fmtNum(p.cached_share * 100, 1)}% (usage)${p.contaminated ? ' ⚠' : ''}` : '—',
       lag: ms(p.loopLag.p99_ms),
     };
