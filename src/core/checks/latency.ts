@@ -166,7 +166,7 @@ export const RTT_SHARE = 0.2;
 export const rttShareOfTtft: CheckRule = {
   id: 'rtt-share-of-ttft',
   summary: 'Network round trip a large share of TTFT: the benchmark measures the network',
-  reads: ['record: rtt, ttft | ttft_p50', 'bench: rtt_ms (point or run), ttft mean/median (ms)'],
+  reads: ['record: rtt, ttft | ttft_p50', 'bench: rtt_ms (point or run; number or {median}), ttft mean/median (ms)'],
   codes: { 'rtt-share-of-ttft': 'network RTT' },
   check(input) {
     const out: Finding[] = [];

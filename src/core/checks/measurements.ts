@@ -20,17 +20,17 @@
  *     request_throughput (req/s), output_throughput (tok/s), total_token_throughput | total_throughput (tok/s)
  *     input_tokens | prompt_tokens (per request) | total_input_tokens / completed;  cell `input:` otherwise
  *     output_tokens | total_output_tokens / completed;                              cell `output:` otherwise
- *     rtt_ms (point, else values.rtt_ms)     network round trip to the endpoint
+ *     rtt_ms (point, else values.rtt_ms; a number or {median})   network round trip to the endpoint
  *     little_law | littles_law | little      a ratio λW/L, or {observed | observed_in_flight | mean_in_flight,
  *                                            predicted | predicted_in_flight | lambda_w, ratio | error (= ratio − 1)}
  *     prefix_cache_hit_rate | prefix_hit_rate  fraction (a value above 1 is read as percent)
  *   A point may nest these under `metrics` (metrics.ttft_ms.median, metrics.ttft_ms.p.p99) and
- *   `evidence` (evidence.prefix_hit_rate), as the bench engine's PointResult does; rtt_ms may also
+ *   `evidence` or `server` (server.prefix_hit_rate), as the bench engine's results do; rtt may also
  *   be values.rtt.median_ms.
  *   and for the run: values.request_params | values.sampling_params {top_p, top_k, seed}.
  *   A point's findings stand on its element of the cell's `concurrency:` (or `rate:`) list.
  *
- * - `audit` results: kv_pool_tokens | gpu_kv_cache_tokens | kv_cache_tokens, available_kv_gib |
+ * - `audit` results: pool_tokens | kv_pool_tokens | gpu_kv_cache_tokens, available_kv_gib |
  *   available_kv_bytes, and sampler | sampler_backend (also under values.facts).
  */
 import type { Setup } from '../engine/types';
@@ -175,7 +175,7 @@ export function fromBench(values: Record<string, unknown>, cell: unknown): Measu
   const req = [values.request_params, values.sampling_params].find(isObj);
   return points.map((raw, i) => {
     // The bench engine nests its metrics (metrics.ttft_ms.median, metrics.little, evidence.prefix_hit_rate).
-    const p: Record<string, unknown> = { ...(isObj(raw.evidence) ? raw.evidence : {}), ...(isObj(raw.metrics) ? raw.metrics : {}), ...raw };
+    const p: Record<string, unknown> = { ...(isObj(raw.evidence) ? raw.evidence : {}), ...(isObj(raw.server) ? raw.server : {}), ...(isObj(raw.metrics) ? raw.metrics : {}), ...raw };
     const m: Measurement = { origin: 'bench', label: '', at: [], v: {}, paths: {}, written: {} };
     for (const t of TIME_KEYS) for (const pct of PCTS) {
       const v = benchStat(p, t, pct);
@@ -193,7 +193,7 @@ export function fromBench(values: Record<string, unknown>, cell: unknown): Measu
     const perReq = (tot: number | undefined) => (tot !== undefined && completed ? tot / completed : undefined);
     set('prompt', pickNum(p, ['input_tokens', 'prompt_tokens']) ?? perReq(pickNum(p, ['total_input_tokens'])) ?? cellInput);
     set('output', pickNum(p, ['output_tokens']) ?? perReq(pickNum(p, ['total_output_tokens'])) ?? cellOutput);
-    const rtt = pickNum(p, ['rtt_ms', 'rtt.median_ms']) ?? pickNum(values, ['rtt_ms', 'rtt.median_ms']);
+    const rtt = pickNum(p, ['rtt_ms', 'rtt_ms.median', 'rtt.median_ms']) ?? pickNum(values, ['rtt_ms', 'rtt_ms.median', 'rtt.median_ms']);
     set('rtt', rtt === undefined ? undefined : rtt / 1e3);
     let hit = pickNum(p, ['prefix_cache_hit_rate', 'prefix_hit_rate']);
     if (hit !== undefined && hit > 1) hit /= 100;
@@ -227,7 +227,7 @@ export function fromBench(values: Record<string, unknown>, cell: unknown): Measu
 export function fromAudit(values: Record<string, unknown>): Measurement {
   const m: Measurement = { origin: 'audit', label: ' (from the log)', at: [], v: {}, paths: {}, written: {} };
   const src = isObj(values.facts) ? { ...values.facts, ...values } : values;
-  const pool = pickNum(src, ['kv_pool_tokens', 'gpu_kv_cache_tokens', 'kv_cache_tokens']);
+  const pool = pickNum(src, ['pool_tokens', 'kv_pool_tokens', 'gpu_kv_cache_tokens', 'kv_cache_tokens']);
   if (pool !== undefined) m.v.kv_pool = pool;
   const gib = pickNum(src, ['available_kv_gib', 'available_kv_memory_gib']);
   const bytes = pickNum(src, ['available_kv_bytes']) ?? (gib !== undefined ? gib * 2 ** 30 : undefined);

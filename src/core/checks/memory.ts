@@ -25,7 +25,7 @@ export function gbGibSlip(ratio: number): 'written-in-GB' | 'written-in-GiB' | u
 export const kvPoolLargerThanCard: CheckRule = {
   id: 'kv-pool-larger-than-card',
   summary: "A KV pool (tokens × KV bytes per token, or available KV bytes) larger than the card's memory",
-  reads: ['record: kv_pool (tokens), available_kv (bytes)', 'audit: kv_pool_tokens | gpu_kv_cache_tokens, available_kv_gib | available_kv_bytes'],
+  reads: ['record: kv_pool (tokens), available_kv (bytes)', 'audit: pool_tokens | kv_pool_tokens, available_kv_gib | available_kv_bytes'],
   codes: { 'kv-pool-larger-than-card': 'other card or KV dtype?' },
   check(input) {
     const setup = input.setup;
