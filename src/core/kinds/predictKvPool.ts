@@ -58,10 +58,12 @@ function gbSlip(cell: Cell, ctx: AnalyzeContext): Finding[] {
   const asCard = kvPool({ ...s, gpu: { ...s.gpu, memory: n * GiB } }, opts);
   const cut = 1 - asWritten.pool_tokens / Math.max(1, asCard.pool_tokens);
   const inline = s.cellIndex === undefined;
-  const actNote =
-    cell.activation_peak && cell.activation_peak.value > 4 * DEFAULT_ACTIVATION_PEAK_BYTES
-      ? ` The activation_peak of ${fmtBytes(cell.activation_peak.value)} is also far above the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB')} (activations and non-torch memory together) a real Qwen3-8B run left; with the default it would be ${fmtNum(kvPool({ ...s, gpu: { ...s.gpu, memory: n * GiB } }, { ...opts, activationPeakBytes: undefined }).pool_tokens, 0)} tokens.`
-      : '';
+  let actNote = '';
+  if (cell.activation_peak && cell.activation_peak.value > 4 * DEFAULT_ACTIVATION_PEAK_BYTES) {
+    const both = kvPool({ ...s, gpu: { ...s.gpu, memory: n * GiB } }, { ...opts, activationPeakBytes: undefined, nonTorchBytes: opts.nonTorchBytes });
+    const total = 1 - asWritten.pool_tokens / Math.max(1, both.pool_tokens);
+    actNote = ` The activation_peak of ${fmtBytes(cell.activation_peak.value)} is also far above the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB', 2)} that activations and non-torch memory took together in a real Qwen3-8B run; with ${n} GiB and the default it is ${fmtNum(both.pool_tokens, 0)} tokens, so the two slips together cost ${fmtNum(total * 100, 1)}%.`;
+  }
   return [
     finding(
       'warning',
