@@ -105,7 +105,9 @@ export function buildTimeline(w: WindowSeries): Timeline {
     for (let i = r.first + 1; i <= r.last; i++) {
       const ref = median(Array.from({ length: Math.min(3, i - segStart) }, (_, k) => level(i - 1 - k)));
       const here = level(i);
-      const next = i < r.last ? level(i + 1) : here;
+      // A new level must hold for two windows: a lone tail (requests draining) is no new point.
+      if (i === r.last) break;
+      const next = level(i + 1);
       if (i - segStart >= 2 && changed(here, ref) && changed(next, ref) && !changed(next, here)) {
         spans.push({ first: segStart, last: i - 1, after });
         segStart = i;
