@@ -165,7 +165,9 @@ export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: 
         at += gaps[i] * 1000;
         if (at - t0 >= (load.durationMs ?? Infinity)) break;
         const wait = at - now();
-        if (wait > 1) await sleep(wait - 0.5, signal);
+        if (wait > 1) await sleep(wait - 1, signal);
+        // Timers may fire a little early on the monotonic clock; yield (not spin) until the schedule.
+        for (let k = 0; k < 10_000 && now() < at && !signal?.aborted; k++) await new Promise<void>((r) => setImmediate(r));
         if (signal?.aborted) break;
         while (inFlight >= cap && !signal?.aborted) await new Promise<void>((res) => (slotFree = res));
         lags.push(now() - at);
