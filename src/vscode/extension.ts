@@ -133,7 +133,7 @@ function hostServices(context: vscode.ExtensionContext): Services {
     },
     async simEndpoint(setup?: Setup) {
       if (!sim) {
-        sim = import('../core/sim/server').then((m) => m.startSimServer({ setup }));
+        sim = import('../core/sim/server').then((m) => m.startSimServer({ setup, speed: Number(process.env.INFLAB_SIM_SPEED) || 1 }));
         sim.catch(() => (sim = undefined));
       }
       return (await sim).url;

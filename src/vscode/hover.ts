@@ -1,32 +1,35 @@
 /**
- * Hovers on inflab cells. A minimal provider until the core's hover module lands: a quantity under
- * the cursor is shown in its other units (GB vs GiB spelled out), using units.otherUnits.
+ * Hovers on inflab cells: the core's hoverAt does the work (a quantity in its other units and what
+ * it implies for the setup in force); this adapter finds the setup from the cells above and wraps
+ * the markdown.
  */
 import * as vscode from 'vscode';
-import { parseCell, pathAt } from '../core/notebook/cellSource';
-import { DIMS, otherUnits, parseQuantity, type DimName } from '../core/units';
+import { createNotebookContext, prepareCell, restoreResult } from '../core/engine/engine';
+import type { Setup } from '../core/engine/types';
+import { hoverAt } from '../core/hover';
+import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
 
-const ALL_DIMS = Object.keys(DIMS).filter((d) => d !== 'ratio') as DimName[];
-
-export function quantityHover(source: string, line: number, character: number): string | undefined {
-  const parsed = parseCell(source);
-  if (parsed.errors.length) return undefined;
-  const at = pathAt(parsed, { line, character });
-  if (!at || typeof at.value !== 'string') return undefined;
-  for (const d of ALL_DIMS) {
-    const r = parseQuantity(at.value, { dims: [d] });
-    if (r.ok) {
-      const others = otherUnits(r.quantity);
-      if (!others.length) return undefined;
-      return `**${at.path.join('.')}**: ${at.value}\n\n${others.map((o) => `= ${o}`).join('  \n')}`;
-    }
+/** The setup in force for a cell: setups above re-prepared, then the cell's own `setup:`/inline keys. */
+function setupFor(document: vscode.TextDocument): Setup | undefined {
+  const nbDoc = vscode.workspace.notebookDocuments.find((nb) => nb.notebookType === NOTEBOOK_TYPE && nb.getCells().some((c) => c.document === document));
+  if (!nbDoc) return undefined;
+  const ctx = createNotebookContext(vscode.Uri.joinPath(nbDoc.uri, '..').fsPath);
+  for (const cell of nbDoc.getCells()) {
+    if (cell.kind !== vscode.NotebookCellKind.Code || cell.document.languageId !== CELL_LANGUAGE) continue;
+    if (cell.document === document) return prepareCell(document.getText(), cell.index, ctx).setup;
+    restoreResult(cell.document.getText(), cell.index, [], ctx);
   }
   return undefined;
 }
 
 export class InflabHoverProvider implements vscode.HoverProvider {
   provideHover(document: vscode.TextDocument, position: vscode.Position): vscode.Hover | undefined {
-    const md = quantityHover(document.getText(), position.line, position.character);
+    let md: string | undefined;
+    try {
+      md = hoverAt(document.getText(), position.line, position.character, setupFor(document));
+    } catch {
+      return undefined;
+    }
     return md ? new vscode.Hover(new vscode.MarkdownString(md)) : undefined;
   }
 }

@@ -273,6 +273,70 @@ function trustedTests(): TestCase[] {
         await diagnosticsOf(cell, 'a warning on the ttft line after running', onTtft);
       },
     },
+    {
+      name: 'hovering a quantity shows it in other units',
+      fn: async () => {
+        const predict = codeCells(doc).find((c) => c.document.getText().startsWith('predict: decode-roofline'))!;
+        const line = predict.document.getText().split('\n').findIndex((l) => l.startsWith('context:'));
+        const hovers = await vscode.commands.executeCommand<vscode.Hover[]>('vscode.executeHoverProvider', predict.document.uri, new vscode.Position(line, 12));
+        const text = hovers.flatMap((h) => h.contents.map((c) => (typeof c === 'string' ? c : 'value' in c ? c.value : ''))).join('\n');
+        assert(/token/i.test(text), `a hover on "context: 1k tokens": ${text.slice(0, 300)}`);
+      },
+    },
+    {
+      name: 'the quick fix for a fixed seed sets per-point seeds in the cell',
+      skip: hasKind('bench') ? false : 'the bench kind is not registered yet',
+      fn: async () => {
+        const cell = await appendCell(doc, 'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2]\nseed: 7\n');
+        const diags = await diagnosticsOf(cell, 'a warning on the seed line', (d) => d.some((x) => x.range.start.line === 4 && x.severity === vscode.DiagnosticSeverity.Warning));
+        const d = diags.find((x) => x.range.start.line === 4)!;
+        // The command needs the cell's text model in the window: show the cell first.
+        editor.revealRange(new vscode.NotebookRange(cell.index, cell.index + 1), vscode.NotebookEditorRevealType.Default);
+        await vscode.window.showTextDocument(cell.document);
+        const actions = await waitFor('code actions for the seed warning', () =>
+          Promise.resolve(vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', cell.document.uri, new vscode.Range(d.range.start, d.range.end))).then(
+            (a) => a,
+            () => undefined,
+          ),
+        10_000);
+        const fix = actions.find((a) => /per-point/i.test(a.title) && a.edit);
+        assert(fix, `a quick fix among: ${actions.map((a) => a.title).join(', ')}`);
+        assert(await vscode.workspace.applyEdit(fix.edit!), 'quick fix applied');
+        assert(/^seed: per-point$/m.test(cell.document.getText()), `the cell now reads:\n${cell.document.getText()}`);
+        await diagnosticsOf(cell, 'the seed warning to go away', (ds) => !ds.some((x) => x.code === d.code));
+        const e = new vscode.WorkspaceEdit();
+        e.set(doc.uri, [vscode.NotebookEdit.deleteCells(new vscode.NotebookRange(cell.index, cell.index + 1))]);
+        await vscode.workspace.applyEdit(e);
+      },
+    },
+    {
+      name: 'a short bench sweep against the simulated endpoint grows its output point by point',
+      skip: hasKind('bench') ? false : 'the bench kind is not registered yet',
+      timeoutMs: 120_000,
+      fn: async () => {
+        const cell = await appendCell(doc, 'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2, 4]\nrequests: 6\n');
+        const snapshots: string[] = [];
+        const sub = vscode.workspace.onDidChangeNotebookDocument((ev) => {
+          for (const ch of ev.cellChanges) {
+            if (ch.cell !== cell || !ch.outputs || ch.cell.executionSummary?.timing?.endTime) continue;
+            const text = ch.outputs.flatMap((o) => o.items.filter((i) => i.mime === 'text/plain').map((i) => new TextDecoder().decode(i.data))).join('\n');
+            if (text && snapshots[snapshots.length - 1] !== text) snapshots.push(text);
+          }
+        });
+        try {
+          await vscode.commands.executeCommand('notebook.cell.execute', { ranges: [{ start: cell.index, end: cell.index + 1 }], document: doc.uri });
+          await waitFor('the sweep to finish', () => cell.executionSummary?.timing?.endTime !== undefined, 110_000);
+        } finally {
+          sub.dispose();
+        }
+        const detail = cell.outputs.flatMap((o) => o.items.map((i) => `${i.mime}: ${new TextDecoder().decode(i.data).slice(0, 300)}`)).join('\n');
+        assert(cell.executionSummary?.success === true, `the sweep failed:\n${detail}`);
+        assert(snapshots.length >= 2, `outputs replaced while running ${snapshots.length} time(s); want at least 2 (one per finished point)`);
+        const m = mimesOf(cell).flat();
+        assert(m.includes(MIME.html) && (m.includes(MIME.vl5) || m.includes(MIME.vl6)), `sweep outputs: ${m}`);
+        say(`    the output grew ${snapshots.length} times while the sweep ran`);
+      },
+    },
   ];
 }
 
