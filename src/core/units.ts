@@ -64,7 +64,8 @@ interface UnitDef {
   canonical: string;
 }
 
-const U: Record<string, UnitDef> = {};
+// No prototype: a unit spelled "constructor" or "valueOf" is unknown, not a function.
+const U: Record<string, UnitDef> = Object.create(null);
 function def(dim: DimName, factor: number, canonical: string, ...spellings: string[]): void {
   for (const s of [canonical, ...spellings]) U[s] = { dim, factor, canonical };
 }
@@ -158,6 +159,7 @@ export function parseQuantity(text: string | number, opts: ParseOptions): ParseR
   }
   let value = Number(m[1].replace(/[,_]/g, ''));
   if (m[2]) value *= m[2] === 'M' ? 1e6 : 1e3;
+  if (!Number.isFinite(value)) return { ok: false, message: tooLarge(s, wanted) };
   const rest = s.slice(m[0].length).trim();
   if (rest === '') return bareNumber(value, s, opts);
   const u = U[rest] ?? U[rest.replace(/\s+/g, '')] ?? caseInsensitive(rest);
@@ -173,7 +175,13 @@ export function parseQuantity(text: string | number, opts: ParseOptions): ParseR
       message: `"${s}" is ${DIM_HELP[u.dim].noun}, but ${wanted.noun} is needed here, e.g. "${wanted.example}"`,
     };
   }
+  if (!Number.isFinite(value * u.factor)) return { ok: false, message: tooLarge(s, wanted) };
   return { ok: true, dim: u.dim, quantity: { value: value * u.factor, dims: DIMS[u.dim], unit: u.canonical } };
+}
+
+/** A number past the largest double (~1.8e308, after the unit's factor) is refused, never Infinity. */
+function tooLarge(s: string, wanted: { noun: string; example: string }): string {
+  return `"${s.length > 40 ? `${s.slice(0, 40)}…` : s}" is too large to be a finite number: write ${wanted.noun}, e.g. "${wanted.example}"`;
 }
 
 /**
@@ -205,6 +213,7 @@ function bareNumber(value: number, s: string, opts: ParseOptions): ParseResult {
   if (opts.bare) {
     const u = U[opts.bare];
     if (!u) throw new Error(`bad bare unit ${opts.bare}`);
+    if (!Number.isFinite(value * u.factor)) return { ok: false, message: tooLarge(s, DIM_HELP[u.dim]) };
     return { ok: true, dim: u.dim, quantity: { value: value * u.factor, dims: DIMS[u.dim], unit: u.canonical } };
   }
   const h = DIM_HELP[opts.dims[0]];

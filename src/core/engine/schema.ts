@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { finding, type CellPath, type Finding } from '../findings';
-import { parseQuantity, type DimName, type Quantity } from '../units';
+import { DIM_HELP, parseQuantity, type DimName, type Quantity } from '../units';
 
 export interface QuantityOpts {
   /** Unit a bare number is taken in (e.g. "tokens"); without it a bare number needs a unit. */
@@ -16,7 +16,13 @@ export interface QuantityOpts {
 /** A quantity of one (or several) dimensions, written "23 ms", "1k tokens", "2,039 GB/s". */
 export function quantity(dims: DimName | DimName[], opts: QuantityOpts = {}) {
   const list = Array.isArray(dims) ? dims : [dims];
-  return z.union([z.string(), z.number()]).transform((v, ctx): Quantity => {
+  const help = DIM_HELP[list[0]];
+  // A value that is neither text nor a number (a list, a mapping, true, null) gets the same kind of
+  // message as bad text: what is needed and an example. A missing one keeps zod's default, which
+  // zodFindings turns into "Missing …".
+  const wrongType = (iss: { input?: unknown }) =>
+    iss.input === undefined ? undefined : `expected ${help.noun}, e.g. "${help.example}", not ${describeValue(iss.input)}`;
+  return z.union([z.string(), z.number()], { error: wrongType }).transform((v, ctx): Quantity => {
     const r = parseQuantity(v, { dims: list, bare: opts.bare });
     if (!r.ok) {
       ctx.addIssue({ code: 'custom', message: r.message });
@@ -85,6 +91,42 @@ function unwrap(s: any): any {
   return s;
 }
 
+/** How a value someone wrote is named in a message: "a list", "true", "an empty value". */
+export function describeValue(v: unknown): string {
+  if (v === null || v === undefined) return 'an empty value';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  if (typeof v === 'boolean') return String(v);
+  if (typeof v === 'number') return Number.isFinite(v) ? `the number ${v}` : String(v);
+  if (typeof v === 'string') return v === '' ? 'empty text' : `"${v.length > 30 ? `${v.slice(0, 30)}…` : v}"`;
+  return typeof v;
+}
+
+const TYPE_WORDS: Record<string, string> = {
+  array: 'a list, e.g. [1, 2, 4]',
+  object: 'a mapping (indented "key: value" lines, or {key: value})',
+  number: 'a number',
+  int: 'a whole number',
+  string: 'text',
+  boolean: 'true or false',
+  null: 'empty',
+};
+const RECEIVED_WORDS: Record<string, string> = { array: 'a list', object: 'a mapping', number: 'a number', string: 'text', boolean: 'true/false', null: 'an empty value', undefined: 'nothing', NaN: 'NaN' };
+
+function typeWord(expected: unknown): string {
+  return TYPE_WORDS[String(expected)] ?? String(expected);
+}
+function receivedWord(message: string): string | undefined {
+  const m = /received (\w+)/.exec(message);
+  return m ? (RECEIVED_WORDS[m[1]] ?? m[1]) : undefined;
+}
+
+/** Whether a message already names its key (so it is not prefixed with "key: " again). */
+function namesKey(message: string, key: string): boolean {
+  if (message.startsWith(`${key}:`) || message.startsWith(`${key} `)) return true;
+  return message.includes(`"${key}"`) || message.includes(`"${key}:`) || message.includes(`${key}: …`);
+}
+
 /** Turn zod issues into findings on the offending key, with a message that says what to write. */
 export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellPath = []): Finding[] {
   const out: Finding[] = [];
@@ -102,19 +144,55 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
       }
       continue;
     }
-    const key = path.length ? String(path[path.length - 1]) : '';
+    const last = path[path.length - 1];
+    const key = path.length ? String(last) : '';
+    // What the message calls the place: "batch" for a key, "batch[2]" for a list element.
+    const label = typeof last === 'number' ? `${path.slice(0, -1).filter((p) => typeof p === 'string').pop() ?? 'item'}[${last}]` : key;
     let message = issue.message;
+    const missing = () => `Missing "${key}": add a line "${key}: …"`;
     if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) {
-      message = `Missing "${key}": add a line "${key}: …"`;
+      message = typeof last === 'string' ? missing() : `${label} is empty: write ${typeWord(issue.expected)}`;
+    } else if (issue.code === 'invalid_type' && issue.expected === 'int' && /received number/.test(issue.message)) {
+      message = `${label} must be a whole number`;
+    } else if (issue.code === 'invalid_type' && !/^Invalid input: expected/.test(issue.message)) {
+      // a message someone wrote for this place (a schema's own error text): keep it
+    } else if (issue.code === 'invalid_type') {
+      const got = receivedWord(issue.message);
+      message = `${label} must be ${typeWord(issue.expected)}${got ? `, not ${got}` : ''}`;
     } else if (issue.code === 'invalid_union') {
-      // The quantity union reports the transform's message inside; surface the most specific one.
-      const inner = (issue as any).errors?.flat?.().find((i: any) => i.code === 'custom');
-      if (inner) message = inner.message;
-    } else if (issue.code === 'invalid_value' && (issue as any).values) {
-      const vals = (issue as any).values as unknown[];
-      message = `"${key}" must be one of: ${vals.join(', ')}`;
+      const branches = (issue.errors ?? []) as z.core.$ZodIssue[][];
+      const inner = branches.flat();
+      const custom = inner.find((i) => i.code === 'custom');
+      // The branch that got furthest (its type matched and something inside it failed, or a
+      // number that is not whole) says what is wrong best: report its issues in place.
+      const score = (b: z.core.$ZodIssue[]) =>
+        b.some((i) => i.path.length > 0) ? 2 : b.some((i) => i.code === 'too_small' || i.code === 'too_big' || (i.code === 'invalid_type' && i.expected === 'int' && /received number/.test(i.message))) ? 1 : 0;
+      const best = [...branches].sort((a, b) => score(b) - score(a))[0];
+      if (custom) message = custom.message;
+      else if (!/^Invalid input$/.test(issue.message)) message = issue.message;
+      else if (inner.length && inner.every((i) => i.code === 'invalid_type' && /received undefined/.test(i.message))) message = typeof last === 'string' ? missing() : `${label} is empty`;
+      else if (best && score(best) > 0) {
+        out.push(...zodFindings(new z.ZodError(best.map((i) => (i.code === 'invalid_type' && i.expected === 'int' && i.path.length === 0 ? { ...i, message: `${label} must be a whole number` } : i))), schema, path));
+        continue;
+      } else {
+        const alternatives = [
+          ...new Set(inner.flatMap((i) => (i.code === 'invalid_value' ? i.values.map((v) => JSON.stringify(v)) : i.code === 'invalid_type' ? [typeWord(i.expected)] : [i.message]))),
+        ];
+        const got = inner.map((i) => (i.code === 'invalid_type' ? receivedWord(i.message) : undefined)).find(Boolean);
+        message = `${label} must be ${alternatives.join(' or ')}${got ? `, not ${got}` : ''}`;
+      }
+    } else if (issue.code === 'invalid_value' && issue.values) {
+      message = `"${label}" must be one of: ${issue.values.map((v) => String(v)).join(', ')}`;
+    } else if (issue.code === 'too_small' || issue.code === 'too_big') {
+      const small = issue.code === 'too_small';
+      const bound = Number(small ? (issue as { minimum: unknown }).minimum : (issue as { maximum: unknown }).maximum);
+      const inclusive = (issue as { inclusive?: boolean }).inclusive !== false;
+      const origin = (issue as { origin?: string }).origin;
+      if (origin === 'array' || origin === 'set') message = small ? `${label} needs at least ${bound} item${bound === 1 ? '' : 's'}` : `${label} has more than ${bound} item${bound === 1 ? '' : 's'}`;
+      else if (origin === 'string') message = small ? (bound <= 1 ? `${label} must not be empty` : `${label} must be at least ${bound} characters`) : `${label} must be at most ${bound} characters`;
+      else message = `${label} must be ${small ? (inclusive ? 'at least' : 'greater than') : inclusive ? 'at most' : 'less than'} ${bound}`;
     }
-    if (key && !message.includes(key) && typeof path[path.length - 1] === 'string') message = `${key}: ${message}`;
+    if (key && typeof last === 'string' && !namesKey(message, key)) message = `${key}: ${message}`;
     out.push(finding('error', 'schema', message, path));
   }
   return out;
