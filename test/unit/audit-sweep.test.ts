@@ -86,6 +86,8 @@ interface Sweep {
   text: string;
   /** 1-based line ranges of each point's windows. */
   points: { first: number; last: number }[];
+  /** 1-based line of every stats window. */
+  windowLines: number[];
 }
 
 function sweepLog(): Sweep {
@@ -118,7 +120,7 @@ function sweepLog(): Sweep {
       else wr.window({ prompt: 300 + 10 * k, gen: 4000 + 45 * k, running: 128, kv: 48, hit: hit(k), requests: 20 });
     }
   });
-  return { text: wr.lines.join('\n') + '\n', points };
+  return { text: wr.lines.join('\n') + '\n', points, windowLines: wr.windowLines };
 }
 
 const SWEEP = sweepLog();
@@ -178,8 +180,9 @@ test('findings: KV pool matches the prediction; contamination only in point 3; i
   const cont = by('audit-prefix-cache-contamination');
   assert.equal(cont.length, 1, cont.map((f) => f.message).join('\n'));
   assert.match(cont[0].message, /segment 3/);
-  assert.match(cont[0].message, /rose from 4\.0% to 59\.0%/);
-  assert.match(cont[0].message, new RegExp(`lines ${SWEEP.points[2].first}, ${SWEEP.points[2].last}`));
+  assert.match(cont[0].message, /from 0\.9% before it to a peak of 59\.0%/);
+  assert.match(cont[0].message, /rising in 10 of 12 windows/);
+  assert.match(cont[0].message, new RegExp(`lines ${SWEEP.windowLines[SWEEP.windowLines.indexOf(SWEEP.points[2].first) + 2]}, `), 'cites the first window past the threshold');
   assert.ok(cont[0].related && cont[0].related.length > 0 && /^line \d+: prefix cache hit rate/.test(cont[0].related[0].message));
 
   const inter = by('audit-prefill-decode-interference');

@@ -155,22 +155,30 @@ function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPat
 
 // ------------------------------------------------------------------------------------------------
 
+/**
+ * V1's hit rate is rolling over the last 1,000 requests, so a segment's own requests show as a
+ * rise: a window above the threshold and above the window before it means this point's requests
+ * hit the cache more than the ones before. A rate that only decays is carry-over from earlier.
+ */
 function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath): Finding | undefined {
-  if (s.hit_last_pct === null || s.hit_first_pct === null || s.hit_max_pct === null) return undefined;
-  const rising = s.hit_last_pct - s.hit_first_pct >= 2;
-  const high = s.hit_last_pct > thr && (rising || s.hit_last_pct >= s.hit_first_pct - 1);
-  if (!high) return undefined;
+  if (s.hit_max_pct === null || s.hit_max_pct <= thr) return undefined;
   const w = facts.windows;
-  // The windows where the rate climbed past the threshold.
-  const lines: [number, string][] = [];
-  for (let i = s.first; i <= s.last && lines.length < 6; i++) if (w.hit[i] > thr) lines.push([w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}%`]);
+  const prevHit = (i: number) => {
+    for (let j = i - 1; j >= 0; j--) if (!Number.isNaN(w.hit[j])) return w.hit[j];
+    return 0;
+  };
+  const rising: number[] = [];
+  for (let i = s.first; i <= s.last; i++) if (w.hit[i] > thr && w.hit[i] - prevHit(i) >= 0.5) rising.push(i);
+  if (!rising.length) return undefined;
+  const before = prevHit(s.first);
+  const lines: [number, string][] = rising.slice(0, 6).map((i) => [w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}% (was ${fmtNum(prevHit(i), 1)}%)`]);
   return finding(
     'warning',
     'audit-prefix-cache-contamination',
-    `Prefix-cache hit rate ${rising ? `rose from ${fmtNum(s.hit_first_pct, 1)}% to ${fmtNum(s.hit_last_pct, 1)}%` : `stayed at ${fmtNum(s.hit_min_pct!, 1)}–${fmtNum(s.hit_max_pct, 1)}%`} in ${segName(s)}, ${citeList(facts, [s.first_line, s.last_line])}: this point was partly served from the cache, so its TTFT and prompt throughput measure cache hits, not prefill.`,
+    `Prefix-cache hit rate rose in ${segName(s)} (from ${fmtNum(before, 1)}% before it to a peak of ${fmtNum(s.hit_max_pct, 1)}%; rising in ${rising.length} of ${s.windows} windows, ${citeList(facts, rising.map((i) => w.line[i]))}): this point was partly served from the cache, so its TTFT and prompt throughput measure cache hits, not prefill.`,
     at,
     {
-      cause: 'The benchmark regenerated prompts the server had already seen (one fixed seed for every sweep point), so later points hit vLLM\'s prefix cache. The log\'s rate is rolling over the last 1,000 requests.',
+      cause: 'The benchmark regenerated prompts the server had already seen (one fixed seed for every sweep point), so later points hit vLLM\'s prefix cache. The log\'s rate is rolling over the last 1,000 requests: a rise means this point\'s requests hit.',
       fix: 'use a fresh seed per point ("seed: per-point"), or run the server with prefix caching off (--no-enable-prefix-caching), and prove each point clean with Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries',
       related: related(facts, lines),
     },
@@ -287,7 +295,7 @@ function countMissing(w: WindowSeries, first: number, last: number, interval: nu
   let n = 0;
   for (let i = first + 1; i <= last; i++) {
     const dt = w.t[i] - w.t[i - 1];
-    if (dt > 1.5 * interval) n += Math.round(dt / interval) - 1;
+    if (dt > Math.max(1.5 * interval, interval + 1.5)) n += Math.round(dt / interval) - 1;
   }
   return n;
 }

@@ -235,6 +235,9 @@ export function classifyLine(raw: string): Classified {
       const a = ACCESS_RE.exec(line);
       if (a) return { kind: 'access', process, access: { client: a[1], method: a[2], path: a[3], status: Number(a[4]) } };
     }
+    // uvicorn's own lines: "INFO:     Started server process [4650]".
+    const uv = line.indexOf(':     ', off);
+    if (uv > off && uv - off <= 8 && LEVELS[line.slice(off, uv)]) return { kind: 'vllm', level: LEVELS[line.slice(off, uv)], process, message: line.slice(uv + 6) };
     return { kind: 'unknown' };
   }
   let q = p + 14;

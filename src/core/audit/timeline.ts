@@ -75,7 +75,8 @@ function changed(a: number, b: number): boolean {
 
 export function buildTimeline(w: WindowSeries): Timeline {
   const interval = detectInterval(w);
-  const gapLimit = 1.5 * interval;
+  // Stamps have 1-s resolution: a window may land a second late without being a gap.
+  const gapLimit = Math.max(1.5 * interval, interval + 1.5);
   let busy = 0;
   let idle = 0;
   let missing = 0;

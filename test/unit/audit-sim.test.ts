@@ -1,0 +1,55 @@
+/**
+ * A short sweep against the simulated endpoint, which writes a vLLM-format log as it serves; the
+ * audit of that log must find the sweep's points as segments and the KV pool the setup predicts.
+ * One fixed seed for every point (the prefix-cache trap) must show up as contamination in the
+ * later points and not in the first.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { analyzeFacts, auditFile } from '../../src/core/audit';
+import { runSweepHere } from '../../src/core/bench/sweep';
+import { kvPool } from '../../src/core/physics/kvPool';
+import { defaultSimSetup, startSimServer } from '../../src/core/sim/server';
+
+test('the simulated endpoint\'s log of a three-point sweep audits into three segments', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-audit-sim-'));
+  const log = path.join(dir, 'sim-vllm.log');
+  const setup = defaultSimSetup();
+  const sim = await startSimServer({ setup, speed: 10, log, statsIntervalS: 1 });
+  const concurrency = [2, 8, 32];
+  try {
+    const r = await runSweepHere({
+      endpoint: sim.url,
+      vocab: setup.model.vocab,
+      input: 256,
+      output: 64,
+      concurrency,
+      durationMs: 3000,
+      seed: { mode: 'fixed', value: 7 },
+      scrape: false,
+      rttProbes: 1,
+      keepRecords: false,
+    });
+    assert.equal(r.points.length, 3);
+  } finally {
+    await sim.close();
+  }
+  try {
+    const { facts } = await auditFile(log);
+    const { timeline, findings } = analyzeFacts(facts, { setup });
+    const segs = timeline.segments;
+    assert.equal(facts.unknown_lines, 0);
+    assert.equal(facts.pool_tokens?.value, kvPool(setup).pool_tokens);
+    assert.ok(findings.some((f) => f.code === 'audit-kv-pool-matches'), findings.map((f) => f.code).join(', '));
+    assert.equal(segs.length, 3, JSON.stringify(segs.map((s) => [s.windows, s.load, s.peak_running, s.starts_after])));
+    assert.deepEqual(segs.map((s) => s.peak_running), concurrency);
+    const cont = findings.filter((f) => f.code === 'audit-prefix-cache-contamination');
+    assert.ok(!cont.some((f) => /segment 1 /.test(f.message)), cont.map((f) => f.message).join('\n'));
+    assert.ok(cont.length >= 1, 'a fixed seed reuses the first point\'s prompts later');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
