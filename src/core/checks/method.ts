@@ -19,7 +19,7 @@ export const littlesLaw: CheckRule = {
   summary: "Little's law L = λ·W off by more than 5%: the load generator did not hold the load it claims",
   reads: [
     'record: concurrency (L), request_throughput or throughput in req/s (λ; else output_throughput / output), e2e mean (W)',
-    'bench points: little_law | littles_law | little {predicted_in_flight, observed_in_flight, error | ratio}',
+    'bench points: little_law | littles_law | little {lambda_w | predicted_in_flight, observed_in_flight, error | ratio}',
   ],
   codes: { 'littles-law-closure': 'load generator?' },
   check(input) {
