@@ -128,7 +128,7 @@ export function prepareCell(source: string, cellIndex: number, nb: NotebookConte
     const { setup: _name, ...knobs } = res.data as Record<string, unknown>;
     setup = { ...setup, server: { ...(setup.server ?? {}), ...knobs } };
   }
-  if (kind.key === 'record' && out.name === undefined) out.name = String(parsed.kindValue);
+  if ((kind.key === 'record' || kind.key === 'compare') && out.name === undefined) out.name = String(parsed.kindValue);
   if (kind.needsSetup && !setup) {
     out.findings.push(
       finding('error', 'needs-setup', `This cell needs a GPU and a model: add a setup cell above it, or write "gpu:" and "model:" in this cell`, [parsed.kindKey!], {

@@ -159,10 +159,32 @@ export function offsetOf(source: string, pos: Position): number {
   return off + pos.character;
 }
 
-/** Edit the value at a top-level-or-nested path, keeping comments and the rest of the text. */
+/**
+ * Set the value at a path, as a minimal text edit: an existing value is replaced in place (the rest
+ * of the line, its comment and the other keys keep their bytes); a missing top-level key is
+ * appended as a new line. Anything else falls back to re-printing the document.
+ */
 export function setValueInSource(source: string, path: CellPath, yamlValue: string): string {
-  const doc = parseDocument(source);
-  const parsedValue = parseDocument(yamlValue).contents;
-  doc.setIn(path, parsedValue);
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(source, { lineCounter });
+  if (!doc.errors.length && path.length) {
+    const parentPath = path.slice(0, -1);
+    const parent = parentPath.length ? doc.getIn(parentPath, true) : doc.contents;
+    const last = path[path.length - 1];
+    if (isMap(parent)) {
+      const pair = parent.items.find((p) => (isScalar(p.key) ? String(p.key.value) : String(p.key)) === String(last));
+      const range = (pair?.value as Node | undefined)?.range;
+      if (pair && range) {
+        let end = range[1];
+        while (end > range[0] && /\s/.test(source[end - 1] ?? '')) end--;
+        return source.slice(0, range[0]) + yamlValue + source.slice(end);
+      }
+      if (!pair && parentPath.length === 0) {
+        const body = source.endsWith('\n') ? source : source + '\n';
+        return `${body}${String(last)}: ${yamlValue}\n`;
+      }
+    }
+  }
+  doc.setIn(path, parseDocument(yamlValue).contents);
   return doc.toString({ lineWidth: 0 });
 }
