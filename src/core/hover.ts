@@ -4,6 +4,7 @@
  * size: how many KV tokens fit; a token count: its KV bytes and prefill floor; …). Markdown text;
  * the editor adapter only wraps it.
  */
+import { createNotebookContext, prepareCell } from './engine/engine';
 import type { Setup } from './engine/types';
 import { applySetupOverrides, SETUP_KEYS } from './kinds/setup';
 import { parseCell, pathAt } from './notebook/cellSource';
@@ -18,6 +19,24 @@ const FRACTION_KEYS = new Set(['gpu_memory_utilization']);
 const ALL_DIMS = (Object.keys(DIMS) as DimName[]).filter((d) => d !== 'ratio');
 const GiB = 2 ** 30;
 const BINARY_CARD_SIZES = new Set([16, 24, 32, 40, 80, 96]);
+
+/**
+ * The setup in force for cell `index` of a notebook: setup cells above it carry forward, `setup:
+ * NAME` picks one, and the cell's own gpu/model/… keys override it. For hosts that call hoverAt.
+ */
+export function setupAt(sources: string[], index: number, dir: string): Setup | undefined {
+  const nb = createNotebookContext(dir);
+  for (let i = 0; i < index && i < sources.length; i++) {
+    const p = prepareCell(sources[i], i, nb);
+    if (p.kind?.key === 'setup' && p.setup) {
+      const s = { ...p.setup, cellIndex: i };
+      nb.setups.set(s.name, s);
+      nb.defaultSetup = s;
+    }
+  }
+  if (index >= sources.length) return nb.defaultSetup;
+  return prepareCell(sources[index], index, nb).setup ?? nb.defaultSetup;
+}
 
 export function hoverAt(source: string, line: number, character: number, setup?: Setup): string | undefined {
   const parsed = parseCell(source);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { findGpu, findModel } from '../../src/core/catalog';
 import type { Setup } from '../../src/core/engine/types';
-import { hoverAt } from '../../src/core/hover';
+import { hoverAt, setupAt } from '../../src/core/hover';
 
 const S: Setup = { name: 'day4', gpu: findGpu('a100-sxm4-80gb')!, model: findModel('qwen3-8b')!, weights: 'bf16', kvCache: 'bf16' };
 
@@ -78,4 +78,16 @@ test('without a setup: only the units; on no quantity: nothing', () => {
   assert.equal(hover('predict: floors\nname: hello\n', 'hello', S), undefined);
   assert.equal(hoverAt('predict: [unclosed\n', 0, 3, S), undefined);
   assert.equal(hoverAt('predict: floors\n', 5, 0, S), undefined);
+});
+
+test('setupAt: the setup in force for a cell, with its own overrides', () => {
+  const cells = ['setup: a\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n', 'setup: h\ngpu: h100-sxm\nmodel: qwen3-8b\n', 'predict: floors\nsetup: a\n', 'predict: floors\nweights: fp8\n'];
+  assert.equal(setupAt(cells, 2, '.')?.gpu.id, 'a100-sxm4-80gb');
+  const inline = setupAt(cells, 3, '.')!;
+  assert.equal(inline.gpu.id, 'h100-sxm');
+  assert.equal(inline.weights, 'fp8');
+  assert.equal(setupAt(cells, 0, '.')?.gpu.id, 'a100-sxm4-80gb'); // a setup cell's own
+  assert.equal(setupAt(['predict: floors\n'], 0, '.'), undefined);
+  const h = hoverAt('predict: floors\nprompt: 1k tokens\n', 1, 10, setupAt(cells, 2, '.'))!;
+  assert.match(h, /52\.5 ms/);
 });

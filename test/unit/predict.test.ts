@@ -247,3 +247,13 @@ test('predict cells without a setup say how to add one', async () => {
   assert.equal(r.ok, true, JSON.stringify(r.error));
   assert.equal(Math.round(r.values.peak_flops as number), 362e12);
 });
+
+test('an activation guess far above what a real run measured is an info finding on its line', async () => {
+  const [, r] = await run(SETUP, 'predict: kv-pool\nactivation_peak: 3 GB\n');
+  const f = r.findings.find((x) => x.code === 'kv-pool-activation-guess');
+  assert.ok(f, JSON.stringify(r.findings));
+  assert.equal(f.severity, 'info');
+  assert.deepEqual(f.path, ['activation_peak']);
+  assert.match(f.fix!, /available_kv/);
+  assert.equal(r.values.pool_tokens, 391_712);
+});

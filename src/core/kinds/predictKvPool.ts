@@ -89,6 +89,13 @@ export const kvPoolKind: KindModule<Cell> = {
   analyze(cell, ctx) {
     const out = gbSlip(cell, ctx);
     const s = ctx.setup;
+    if (!out.length && cell.activation_peak && cell.activation_peak.value > 4 * (DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES)) {
+      out.push(
+        finding('info', 'kv-pool-activation-guess', `activation_peak ${fmtBytes(cell.activation_peak.value)} is ${fmtNum(cell.activation_peak.value / (DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES), 1)}× the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB', 2)} that activations and non-torch memory took together in a real Qwen3-8B run on an A100`, ['activation_peak'], {
+          fix: 'use the value vLLM measured (budget − weights − "Available KV cache memory"), or give available_kv from the log',
+        }),
+      );
+    }
     if (s) {
       const p = kvPool(s, options(cell, s));
       if (p.pool_tokens <= 0) {
