@@ -230,16 +230,25 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
           done?.();
           return;
         }
-        const bytes = Buffer.from(s, 'utf8');
-        let i = 0;
-        const step = () => {
-          if (res.destroyed) return;
-          if (i >= bytes.length) return void done?.();
-          res.write(bytes.subarray(i, i + 1));
-          i++;
-          setImmediate(step);
-        };
-        step();
+        // One queue, so the bytes of successive chunks never interleave.
+        for (const b of Buffer.from(s, 'utf8')) trickleQueue.push(b);
+        if (done) trickleDone.push([trickleQueue.length, done]);
+        if (!trickling) pump();
+      };
+      const trickleQueue: number[] = [];
+      const trickleDone: [number, () => void][] = [];
+      let trickling = false;
+      let sent = 0;
+      const pump = () => {
+        trickling = true;
+        if (res.destroyed) return;
+        if (sent >= trickleQueue.length) {
+          trickling = false;
+          return;
+        }
+        res.write(Buffer.of(trickleQueue[sent++]));
+        while (trickleDone.length && trickleDone[0][0] <= sent) trickleDone.shift()![1]();
+        setImmediate(pump);
       };
       const firstAt = performance.now() + ttft * Math.max(0.1, 1 - (promptTokens ? hitTokens / promptTokens : 0));
       let k = 0;
