@@ -13,6 +13,7 @@ import { fromColumnar } from '../../src/core/bench/records';
 import type { SweepOptions } from '../../src/core/bench/sweep';
 import { benchCommand } from '../../src/cli/commands/bench';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
+import type { CellResult } from '../../src/core/engine/types';
 import { serializeNotebook } from '../../src/core/notebook/format';
 import { closedPort, startScriptedServer, type Fault } from '../support/scriptedServer';
 
@@ -109,7 +110,7 @@ test('a planted API key appears nowhere: records, errors, outputs, values, findi
       `setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${s.url}`,
       `bench: sweep\ninput: 16\noutput: 4\nconcurrency: [1, 2]\nrequests: 8\non_failure: continue`,
     ];
-    const results = [];
+    const results: CellResult[] = [];
     for (let i = 0; i < cells.length; i++) results.push(await runCell(cells[i], i, nb, { onProgress: (u) => written.push(JSON.stringify(u)) }));
     assert.ok(results[1].ok, results[1].error?.message);
     // The key was used (the server saw Authorization) and failures were recorded with their bodies.
