@@ -30,7 +30,7 @@ test('a card memory written in GB: both units, the GiB warning, KV tokens that f
   assert.match(h, /an "80GB" card holds 80 GiB = 85\.90 GB/);
   assert.match(h, /Write `80 GiB`/);
   assert.match(h, /holds \*\*542,534 tokens\*\* of KV cache at 147,456 B\/token/);
-  assert.match(h, /a vLLM KV pool of 374,224 tokens/);
+  assert.match(h, /a vLLM KV pool of 374,240 tokens/);
   const g = hover('predict: kv-pool\ngpu: {base: a100-sxm4-80gb, memory: 80 GiB}\n', '80 GiB', S)!;
   assert.doesNotMatch(g, /Write `80 GiB`/);
   assert.match(g, /a vLLM KV pool of 410,240 tokens/);

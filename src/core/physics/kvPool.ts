@@ -54,7 +54,7 @@ export interface KvPool {
  * context and cuBLAS workspaces); override either with a measured value.
  */
 export const DEFAULT_ACTIVATION_PEAK_BYTES = 0.25 * GiB;
-export const DEFAULT_NON_TORCH_BYTES = 0.155 * GiB;
+export const DEFAULT_NON_TORCH_BYTES = 0.154 * GiB;
 export const DEFAULT_GPU_MEMORY_UTILIZATION = 0.9;
 
 export function kvPool(setup: Setup, opts: KvPoolOptions = {}): KvPool {
