@@ -4,7 +4,7 @@
 // exit code handed back through window.codeAutomationExit). Two passes: a trusted workspace, and
 // Restricted Mode (no --disable-workspace-trust). Prints every test and a last line
 // "N passed, N failed"; exits non-zero on any failure or timeout.
-//   node scripts/test-vscode.mjs [--only trusted|restricted] [--screenshot] [--keep]
+//   node scripts/test-vscode.mjs [--only trusted|restricted] [--screenshot] [--keep] [--vsix FILE]
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -20,6 +20,8 @@ const argv = process.argv.slice(2);
 const only = argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined;
 const screenshot = argv.includes('--screenshot');
 const keep = argv.includes('--keep');
+// --vsix FILE: install the packaged extension into code-server and test the installed copy.
+const vsix = argv.includes('--vsix') ? path.resolve(argv[argv.indexOf('--vsix') + 1]) : undefined;
 const PASS_TIMEOUT_MS = Number(process.env.INFLAB_VSCODE_TIMEOUT_MS || 300_000);
 const t0 = Date.now();
 
@@ -161,6 +163,15 @@ async function startCodeServer({ trusted, workspace, env }) {
       2,
     ),
   );
+  let extensionPath = root;
+  if (vsix) {
+    // Installed the way a user installs it; the suite then runs against the installed files.
+    execFileSync(process.execPath, [entry, '--extensions-dir', extensions, '--user-data-dir', userData, '--install-extension', vsix], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const dir = fs.readdirSync(extensions).find((d) => d.startsWith('inflab.inflab-'));
+    if (!dir) throw new Error(`installing ${vsix} left no inflab.inflab-* folder in ${extensions}`);
+    extensionPath = path.join(extensions, dir);
+    log(`installed ${path.basename(vsix)} as ${dir}`);
+  }
   const args = [entry, '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check'];
   if (trusted) args.push('--disable-workspace-trust');
   args.push('--user-data-dir', userData, '--extensions-dir', extensions, workspace);
@@ -194,7 +205,7 @@ async function startCodeServer({ trusted, workspace, env }) {
     child.on('exit', (code) => reject(new Error(`code-server exited with ${code}:\n${out.join('')}`)));
   });
   child.stdout.on('data', (d) => out.push(d.toString()));
-  return { child, address, output: out };
+  return { child, address, output: out, extensionPath };
 }
 
 async function runPass(mode) {
@@ -215,7 +226,7 @@ async function runPass(mode) {
   const server = await startCodeServer({
     trusted,
     workspace,
-    env: { INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: mode, INFLAB_TEST_BRIDGE: bridgeUrl, INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '' },
+    env: { INFLAB_EXAMPLES: path.join(root, 'examples'), INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: mode, INFLAB_TEST_BRIDGE: bridgeUrl, INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '' },
   });
   log(`${mode}: code-server at ${server.address}`);
   const browser = await chromium.launch({
@@ -238,7 +249,7 @@ async function runPass(mode) {
   const host = new URL(server.address).host;
   const remote = (p) => `vscode-remote://${host}${p}`;
   const payload = JSON.stringify([
-    ['extensionDevelopmentPath', remote(root)],
+    ['extensionDevelopmentPath', remote(server.extensionPath)],
     ['extensionTestsPath', remote(path.join(root, 'out/test/vscode/suite/index.js'))],
     ['skipWelcome', 'true'],
   ]);

@@ -60,7 +60,9 @@ function scratch(): string {
   const base = ws?.scheme === 'file' ? ws.fsPath : os.tmpdir();
   const dir = fs.mkdtempSync(path.join(base, 'inflab-test-'));
   const ext = vscode.extensions.getExtension(EXT_ID)!;
-  fs.copyFileSync(path.join(ext.extensionPath, 'examples', 'day4.inflab'), path.join(dir, 'day4.inflab'));
+  // A packaged extension carries no examples: the harness names the project's folder.
+  const examples = process.env.INFLAB_EXAMPLES || path.join(ext.extensionPath, 'examples');
+  fs.copyFileSync(path.join(examples, 'day4.inflab'), path.join(dir, 'day4.inflab'));
   return dir;
 }
 
