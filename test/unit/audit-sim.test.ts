@@ -27,7 +27,7 @@ test('the simulated endpoint\'s log of a three-point sweep audits into three seg
       input: 256,
       output: 64,
       concurrency,
-      durationMs: 3000,
+      durationMs: 3500,
       seed: { mode: 'fixed', value: 7 },
       scrape: false,
       rttProbes: 1,

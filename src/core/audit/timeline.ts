@@ -109,7 +109,7 @@ export function buildTimeline(w: WindowSeries): Timeline {
       // A new level must hold for two windows: a lone tail (requests draining) is no new point.
       if (i === r.last) break;
       const next = level(i + 1);
-      if (i - segStart >= 2 && changed(here, ref) && changed(next, ref) && !changed(next, here)) {
+      if (i - segStart >= 1 && changed(here, ref) && changed(next, ref) && !changed(next, here)) {
         spans.push({ first: segStart, last: i - 1, after });
         segStart = i;
         after = 'load-change';
