@@ -4,6 +4,7 @@
  * reporting every finished point at once (so a cancel or a crash keeps it). Runs wherever it is
  * called: the bench worker calls it, and so does the in-thread fallback.
  */
+import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
 import { createAgent, getText, normalizeBaseUrl, redact, type BenchApi, type ClientConfig } from './client';
 import { runPoint, type LagStats } from './loadgen';
@@ -171,6 +172,8 @@ async function scrape(d: Dispatcher, o: SweepOptions): Promise<Snapshot | undefi
 /** Run a sweep in this thread. Never throws for endpoint trouble: that ends up in records and notes. */
 export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Promise<Omit<SweepResult, 'thread'>> {
   const signal = hooks.signal;
+  // Every request in flight listens for cancel.
+  if (signal) setMaxListeners(0, signal);
   const notes: string[] = [];
   const runId = o.runId ?? Math.random().toString(36).slice(2, 10);
   const conc = o.concurrency ?? [];
@@ -202,6 +205,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       temperature: o.temperature ?? 1.0,
     };
     const seedCfg = o.seed ?? { mode: 'per-point', base: (Math.random() * 2 ** 32) >>> 0 };
+    let warmConnections = 1;
     for (let i = 0; i < loads.length; i++) {
       if (signal?.aborted) {
         stopped = { reason: 'cancelled', afterPoint: i - 1, message: `cancelled before point ${i + 1} of ${loads.length}` };
@@ -223,6 +227,12 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
           if (s) during.push(s);
         }
       })();
+      // Open the connections the point needs before its clock starts, so no TTFT pays a TCP connect.
+      const want = open ? Math.min(o.maxConcurrency ?? 64, 256) : (l.concurrency ?? 1);
+      if (want > warmConnections) {
+        await Promise.all(Array.from({ length: want - warmConnections }, () => getText(agent, o.endpoint, '/health', o.apiKey, 5000).catch(() => undefined)));
+        warmConnections = want;
+      }
       let lastProgress = 0;
       hooks.onProgress?.({ point: i, points: loads.length, done: 0, total: o.requests, message: `${label}: starting` });
       const run = await runPoint(
