@@ -3,6 +3,13 @@
  * promise per chunk), SSE parsed incrementally, and one monotonic timestamp taken per socket read
  * as the bytes arrive — before any parsing — and given to every event that read completes.
  *
+ * Per chunk the work is kept minimal (the client's own CPU time is measurement error under load):
+ * bytes are scanned as latin1 (one byte = one char, so no UTF-8 decoder runs; SSE framing and JSON
+ * punctuation are ASCII, and UTF-8 multi-byte sequences never contain ASCII bytes), and an ordinary
+ * content chunk — `{…"choices":[{…}`, with no `"usage":{` and no `"error"` — is counted without
+ * JSON.parse. The first chunk of every stream, the usage chunk and anything else are parsed in full
+ * (decoded as UTF-8 first). Cancel listeners fan out from one listener per signal.
+ *
  * Requests follow PHYSICS.md's benchmark rules: prompts are token-id lists of exact length,
  * `ignore_eos` + `min_tokens` + `max_tokens` fix the output length, top_p/top_k are set (so vLLM keeps
  * its fused sampler), no request-level `seed`, and `stream_options.include_usage` is on.
@@ -123,6 +130,30 @@ function namedError(name: string, message: string): Error {
 
 const MAX_ERROR_BODY = 2048;
 
+/** latin1 text (one char per byte) back to the UTF-8 string its bytes encode. */
+const utf8 = (latin1: string) => Buffer.from(latin1, 'latin1').toString('utf8');
+
+/**
+ * One 'abort' listener per signal, fanning out to the requests in flight: EventTarget checks every
+ * listener already added on each add and remove, which is quadratic with a thousand streams.
+ */
+const abortFans = new WeakMap<AbortSignal, Set<() => void>>();
+function onAbortOf(signal: AbortSignal, fn: () => void): () => void {
+  let fan = abortFans.get(signal);
+  if (!fan) {
+    const f = new Set<() => void>();
+    fan = f;
+    abortFans.set(signal, f);
+    signal.addEventListener('abort', () => {
+      for (const g of [...f]) g();
+      f.clear();
+    }, { once: true });
+  }
+  const set = fan;
+  set.add(fn);
+  return () => void set.delete(fn);
+}
+
 /**
  * Send one streaming request. Never throws and never rejects: every outcome, including a
  * refused connection, ends in a RawResult with an error kind.
@@ -152,7 +183,7 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
     let failure: { kind: ErrorKind; message: string } | undefined;
     let graceTimer: NodeJS.Timeout | undefined;
     let totalTimer: NodeJS.Timeout | undefined;
-    const decoder = new TextDecoder();
+    let offAbort: (() => void) | undefined;
     const sentAt = now();
 
     const finish = (end: number) => {
@@ -160,7 +191,7 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
       finished = true;
       if (graceTimer) clearTimeout(graceTimer);
       if (totalTimer) clearTimeout(totalTimer);
-      signal?.removeEventListener('abort', onAbort);
+      offAbort?.();
       const r: RawResult = { sentAt, chunkAt, endAt: end, promptTokens, outputTokens, cachedTokens, ok: false };
       if (status) r.httpStatus = status;
       if (failure) {
@@ -204,24 +235,37 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
         finish(sentAt);
         return;
       }
-      signal.addEventListener('abort', onAbort, { once: true });
+      offAbort = onAbortOf(signal, onAbort);
     }
     if (cfg.requestTimeoutMs > 0) totalTimer = setTimeout(() => fail('timeout', `no complete response within ${cfg.requestTimeoutMs} ms (request timeout)`), cfg.requestTimeoutMs);
 
+    // `payload` is latin1 (see the header): ASCII tests work on it directly; decode before parsing.
     const onEvent = (payload: string, t: number) => {
       if (payload === '[DONE]') {
         done = true;
         return;
       }
+      const n = payload.length;
+      if (
+        chunkAt.length > 0 &&
+        payload.charCodeAt(0) === 123 /* { */ &&
+        payload.charCodeAt(n - 1) === 125 /* } */ &&
+        payload.includes('"choices":[{') &&
+        !payload.includes('"usage":{') &&
+        !payload.includes('"error"')
+      ) {
+        chunkAt.push(t);
+        return;
+      }
       let obj: any;
       try {
-        obj = JSON.parse(payload);
+        obj = JSON.parse(utf8(payload));
       } catch {
-        fail('malformed-json', `a chunk is not JSON: ${payload.slice(0, 120)}`);
+        fail('malformed-json', `a chunk is not JSON: ${utf8(payload.slice(0, 120))}`);
         return;
       }
       if (obj === null || typeof obj !== 'object') {
-        fail('malformed-json', `a chunk is not a JSON object: ${payload.slice(0, 120)}`);
+        fail('malformed-json', `a chunk is not a JSON object: ${utf8(payload.slice(0, 120))}`);
         return;
       }
       if (obj.error) {
@@ -270,7 +314,7 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
         } else if (line.charCodeAt(0) === 58 /* ':' comment */ || line.startsWith('event:') || line.startsWith('id:') || line.startsWith('retry:')) {
           // not used by OpenAI-compatible streams
         } else {
-          fail('malformed-sse', `not an SSE line: ${line.slice(0, 120)}`);
+          fail('malformed-sse', `not an SSE line: ${utf8(line.slice(0, 120))}`);
           return;
         }
       }
@@ -293,12 +337,12 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
           return;
         }
         if (failure) return;
-        onText(decoder.decode(chunk, { stream: true }), t);
+        onText(chunk.toString('latin1'), t);
       },
       onResponseEnd() {
         const t = now();
         if (status === 200 && !failure) {
-          onText(decoder.decode() + '\n\n', t);
+          onText('\n\n', t);
         }
         finish(t);
       },
