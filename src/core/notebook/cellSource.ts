@@ -29,22 +29,22 @@ export interface ParsedCell {
 
 export function parseCell(source: string): ParsedCell {
   const lineCounter = new LineCounter();
-  const doc = parseDocument(source, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const doc = parseDocument(source, { lineCounter, prettyErrors: false, uniqueKeys: true, logLevel: 'error' });
   const errors: Finding[] = [];
   for (const e of doc.errors) {
-    const pos = lineCounter.linePos(e.pos[0]);
+    const pos = positionAt(source, e.pos[0]);
     errors.push({
-      ...finding('error', 'yaml-syntax', `YAML: ${firstLine(e.message)} (line ${pos.line}, column ${pos.col})`, []),
-      related: [{ message: `line ${pos.line}` }],
+      ...finding('error', 'yaml-syntax', `YAML: ${yamlMessage(e.message)} (line ${pos.line + 1}, column ${pos.character + 1})`, []),
+      related: [{ message: `line ${pos.line + 1}` }],
       // A syntax error has no path; keep its offset so the adapter can place it.
-      ...({ offset: e.pos } as object),
+      ...({ offset: [clampOffset(source, e.pos[0]), clampOffset(source, e.pos[1])] } as object),
     });
   }
   let data: unknown;
   try {
     data = errors.length ? undefined : doc.toJS({ maxAliasCount: 100 });
   } catch (e) {
-    errors.push(finding('error', 'yaml-syntax', `YAML: ${(e as Error).message}`));
+    errors.push(finding('error', 'yaml-syntax', `YAML: ${yamlMessage((e as Error).message)}`));
   }
   const out: ParsedCell = { source, doc, lineCounter, data, errors };
   if (!errors.length) {
@@ -67,17 +67,79 @@ function firstLine(s: string): string {
   return s.split('\n')[0];
 }
 
-function toPos(lc: LineCounter, offset: number): Position {
-  const p = lc.linePos(offset);
-  return { line: p.line - 1, character: p.col - 1 };
+/** The yaml package's message, with what to write instead where it does not say. */
+function yamlMessage(message: string): string {
+  const m = firstLine(message);
+  if (/call stack/i.test(m)) return 'the cell nests too deeply to read (more levels of [ ], { } or indentation than a cell needs): flatten it';
+  if (/alias count|resource exhaustion/i.test(m)) return 'too many aliases (*name) expand here: write the values out instead of repeating aliases';
+  return m;
+}
+
+/**
+ * Line starts with line breaks counted as an editor counts them (\r\n, \r or \n), so a position
+ * computed here is the position VS Code shows, whatever the cell's line endings. Computed from the
+ * text itself: the yaml LineCounter only knows the lines the parser reached before an error.
+ */
+const LINE_STARTS = new Map<string, number[]>();
+function lineStarts(source: string): number[] {
+  let starts = LINE_STARTS.get(source);
+  if (starts) return starts;
+  starts = [0];
+  for (let i = 0; i < source.length; i++) {
+    const c = source.charCodeAt(i);
+    if (c === 10) starts.push(i + 1);
+    else if (c === 13) {
+      if (source.charCodeAt(i + 1) === 10) i++;
+      starts.push(i + 1);
+    }
+  }
+  if (LINE_STARTS.size > 64) LINE_STARTS.clear();
+  LINE_STARTS.set(source, starts);
+  return starts;
+}
+
+/** Offset just past the text of line `i` (before its line break). */
+function lineEnd(source: string, starts: number[], i: number): number {
+  if (i + 1 >= starts.length) return source.length;
+  const next = starts[i + 1];
+  return source.charCodeAt(next - 1) === 10 && source.charCodeAt(next - 2) === 13 ? next - 2 : next - 1;
+}
+
+function clampOffset(source: string, offset: number): number {
+  return Math.max(0, Math.min(source.length, Number.isFinite(offset) ? offset : 0));
+}
+
+/** The 0-based line and character of an offset (clamped into the text). */
+export function positionAt(source: string, offset: number): Position {
+  const starts = lineStarts(source);
+  const o = clampOffset(source, offset);
+  let lo = 0;
+  let hi = starts.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (starts[mid] <= o) lo = mid;
+    else hi = mid - 1;
+  }
+  return { line: lo, character: Math.min(o, lineEnd(source, starts, lo)) - starts[lo] };
+}
+
+function toPos(cell: ParsedCell, offset: number): Position {
+  return positionAt(cell.source, offset);
 }
 
 /** Range of the whole first line (the kind line); where a finding with no better place goes. */
 function firstLineRange(cell: ParsedCell): SourceRange {
-  const firstNonEmpty = cell.source.split('\n').findIndex((l) => l.trim() && !l.trim().startsWith('#'));
-  const line = Math.max(0, firstNonEmpty);
-  const len = cell.source.split('\n')[line]?.length ?? 0;
-  return { start: { line, character: 0 }, end: { line, character: len } };
+  const starts = lineStarts(cell.source);
+  const text = (i: number) => cell.source.slice(starts[i], lineEnd(cell.source, starts, i));
+  let line = 0;
+  for (let i = 0; i < starts.length; i++) {
+    const t = text(i).trim();
+    if (t && !t.startsWith('#')) {
+      line = i;
+      break;
+    }
+  }
+  return { start: { line, character: 0 }, end: { line, character: text(line).length } };
 }
 
 /**
@@ -86,8 +148,7 @@ function firstLineRange(cell: ParsedCell): SourceRange {
  * falls back to its longest existing prefix, then to the kind line.
  */
 export function rangeOfPath(cell: ParsedCell, path: CellPath, offset?: [number, number]): SourceRange {
-  const lc = cell.lineCounter;
-  if (offset) return { start: toPos(lc, offset[0]), end: toPos(lc, Math.max(offset[0], offset[1])) };
+  if (offset) return { start: toPos(cell, offset[0]), end: toPos(cell, Math.max(offset[0], offset[1])) };
   for (let n = path.length; n > 0; n--) {
     const r = rangeOfExactPath(cell, path.slice(0, n));
     if (r) return r;
@@ -109,7 +170,6 @@ function rangeOfExactPath(cell: ParsedCell, path: CellPath): SourceRange | undef
       if (!node) return undefined;
     } else return undefined;
   }
-  const lc = cell.lineCounter;
   const keyNode = pair?.key as Node | undefined;
   const valNode = node as Node | undefined;
   const start = keyNode?.range?.[0] ?? valNode?.range?.[0];
@@ -118,7 +178,7 @@ function rangeOfExactPath(cell: ParsedCell, path: CellPath): SourceRange | undef
   // A block value's range ends at the start of the next key: trim trailing whitespace/newlines.
   let e = end;
   while (e > start && /\s/.test(cell.source[e - 1] ?? '')) e--;
-  return { start: toPos(lc, start), end: toPos(lc, e) };
+  return { start: toPos(cell, start), end: toPos(cell, e) };
 }
 
 /** The path whose key or value covers a position (deepest first); used by hovers. */
@@ -153,10 +213,9 @@ export function pathAt(cell: ParsedCell, pos: Position): { path: CellPath; value
 }
 
 export function offsetOf(source: string, pos: Position): number {
-  const lines = source.split('\n');
-  let off = 0;
-  for (let i = 0; i < pos.line && i < lines.length; i++) off += lines[i].length + 1;
-  return off + pos.character;
+  const starts = lineStarts(source);
+  const line = Math.max(0, Math.min(pos.line, starts.length - 1));
+  return Math.min(starts[line] + Math.max(0, pos.character), lineEnd(source, starts, line));
 }
 
 /**
