@@ -8,7 +8,7 @@ import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
 import { createAgent, getText, normalizeBaseUrl, redact, type BenchApi, type ClientConfig } from './client';
 import { runPoint, type LagStats } from './loadgen';
-import { summarizeRecords, type Dist, type PointMetrics, type SloSpec } from './metrics';
+import { summarizeRecords, type Dist, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
 import { pointSeed, promptSource } from './prompts';
 import { toColumnar, type ColumnarRecords } from './records';
@@ -125,10 +125,11 @@ const median = (xs: number[]) => {
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
 };
 
-async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult }> {
+async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult; simSpeed?: number }> {
   const times: number[] = [];
   let model: string | undefined;
   let maxModelLen: number | undefined;
+  let simSpeed: number | undefined;
   let path = '/v1/models';
   for (let i = 0; i < Math.max(1, o.rttProbes ?? 5); i++) {
     try {
@@ -139,6 +140,8 @@ async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{
             const j = JSON.parse(r.body);
             model = j?.data?.[0]?.id;
             maxModelLen = j?.data?.[0]?.max_model_len;
+            const sp = j?.data?.[0]?.inflab_sim_speed;
+            if (typeof sp === 'number' && sp > 0 && sp !== 1) simSpeed = sp;
           } catch {
             notes.push('GET /v1/models did not return JSON');
           }
@@ -156,7 +159,21 @@ async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{
   }
   // The first round trip pays for the TCP connection; the rest measure the network.
   const warm = times.length > 1 ? times.slice(1) : times;
-  return { model, maxModelLen, rtt: warm.length ? { path, n: warm.length, median_ms: median(warm), min_ms: Math.min(...warm) } : undefined };
+  return { model, maxModelLen, simSpeed, rtt: warm.length ? { path, n: warm.length, median_ms: median(warm), min_ms: Math.min(...warm) } : undefined };
+}
+
+/**
+ * The simulated endpoint can run faster than simulated time; its latencies are then scaled back so
+ * a sweep reports what the simulated server would show (and physics checks compare like with like).
+ */
+function toSimulatedTime(records: RequestRecord[], speed: number): RequestRecord[] {
+  return records.map((r) => ({
+    ...r,
+    scheduledMs: r.scheduledMs * speed,
+    sentMs: r.sentMs * speed,
+    chunkMs: r.chunkMs.map((t) => t * speed),
+    endMs: r.endMs * speed,
+  }));
 }
 
 async function scrape(d: Dispatcher, o: SweepOptions): Promise<Snapshot | undefined> {
@@ -187,6 +204,8 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
     const pr = await probe(agent, o, notes);
     const model = o.model ?? pr.model ?? 'default';
     if (!o.model && !pr.model) notes.push('no model name from /v1/models; requests name "default"');
+    const speed = pr.simSpeed ?? 1;
+    if (speed !== 1) notes.push(`the simulated endpoint runs ${speed}× faster than simulated time: latencies and throughputs are reported in simulated time (measured × ${speed})`);
     const baseline = o.scrape === false ? undefined : await scrape(agent, o);
     const metricsAvailable = !!baseline && [...baseline.keys()].some((k) => k.startsWith('vllm:'));
     if (o.scrape !== false && !metricsAvailable) notes.push('the endpoint has no vLLM /metrics: no server evidence (prefix-cache hit rate, preemptions)');
@@ -264,6 +283,10 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       scraping = false;
       await scraper;
       const after = metricsAvailable ? await scrape(agent, o) : undefined;
+      if (speed !== 1) {
+        run.records = toSimulatedTime(run.records, speed);
+        run.durationMs *= speed;
+      }
       const metrics = summarizeRecords(run.records, {
         latencyFrom: open ? 'scheduled' : 'sent',
         percentiles: o.percentiles,

@@ -409,6 +409,9 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
               root: modelName,
               parent: null,
               max_model_len: cfg.maxModelLen,
+              // Not in vLLM: tells a client this is the simulator running `speed`× faster than
+              // simulated time, so it can report latencies in simulated time.
+              inflab_sim_speed: speed,
               permission: [{ id: `modelperm-${created}`, object: 'model_permission', created, allow_create_engine: false, allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: '*', group: null, is_blocking: false }],
             },
           ],
