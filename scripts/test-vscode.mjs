@@ -86,6 +86,14 @@ function startBridge(getPage) {
         await page.setViewportSize(size);
         body = { ok: true, detail: path.relative(root, file) };
       } else if (url.pathname === '/dismiss-dialog') body = await dismissDialog(page);
+      else if (url.pathname === '/type-quick-input') {
+        // Types into VS Code's quick input (an input box a command opened) as a person would.
+        const input = page.locator('.quick-input-widget input.input');
+        await input.first().waitFor({ state: 'visible', timeout: 15_000 });
+        await input.first().fill(url.searchParams.get('text') ?? '');
+        await page.keyboard.press('Enter');
+        body = { ok: true, detail: 'typed' };
+      }
     } catch (e) {
       body = { ok: false, detail: String(e?.message ?? e) };
     }

@@ -115,11 +115,10 @@ function hostServices(context: vscode.ExtensionContext): Services {
       if (!p) {
         p = (async () => {
           const allow = 'Allow';
-          const pick = await vscode.window.showWarningMessage(
-            `This notebook sends requests to ${host}. Allow InfLab to contact it? (asked once per host)`,
-            { modal: true },
-            allow,
-          );
+          // A dialog that cannot be shown (or is dismissed) is a refusal.
+          const pick = await Promise.resolve(
+            vscode.window.showWarningMessage(`This notebook sends requests to ${host}. Allow InfLab to contact it? (asked once per host)`, { modal: true }, allow),
+          ).catch(() => undefined);
           if (pick === allow) {
             confirmed.add(host);
             await context.globalState.update('inflab.confirmedHosts', [...confirmed]);

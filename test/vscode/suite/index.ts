@@ -7,6 +7,7 @@
  * INFLAB_TEST_MODE=restricted runs the Restricted Mode pass (an untrusted workspace).
  */
 import * as fs from 'node:fs';
+import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -106,6 +107,19 @@ async function dirtyWithoutChange(doc: vscode.NotebookDocument): Promise<void> {
   await waitFor('the notebook to be dirty', () => doc.isDirty, 5_000);
 }
 
+/**
+ * Save through VS Code. A save that lands while the window is still applying the last output
+ * update can report false and leave the notebook dirty; it is tried again a few times.
+ */
+async function save(doc: vscode.NotebookDocument): Promise<boolean> {
+  for (let i = 0; i < 10; i++) {
+    if (await doc.save()) return true;
+    if (!doc.isDirty) return true;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  return !doc.isDirty;
+}
+
 async function appendCell(doc: vscode.NotebookDocument, source: string): Promise<vscode.NotebookCell> {
   const e = new vscode.WorkspaceEdit();
   e.set(doc.uri, [vscode.NotebookEdit.insertCells(doc.cellCount, [new vscode.NotebookCellData(vscode.NotebookCellKind.Code, source, 'inflab')])]);
@@ -148,7 +162,7 @@ function trustedTests(): TestCase[] {
         const file = path.join(dir, 'day4.inflab');
         const before = fs.readFileSync(file);
         await dirtyWithoutChange(doc);
-        assert(await doc.save(), 'save succeeded');
+        assert(await save(doc), 'save succeeded');
         const after = fs.readFileSync(file);
         assert(before.equals(after), `bytes changed on save:\n${after.toString().slice(0, 400)}`);
       },
@@ -207,8 +221,7 @@ function trustedTests(): TestCase[] {
         const file = path.join(dir, 'day4.inflab');
         // Running marks the notebook dirty; should that already have been flushed, dirty it by hand.
         if (!doc.isDirty) await dirtyWithoutChange(doc);
-        const saved = await doc.save();
-        assert(saved, `save succeeded (dirty now: ${doc.isDirty})`);
+        assert(await save(doc), `save succeeded (dirty now: ${doc.isDirty})`);
         const first = fs.readFileSync(file);
         const json = JSON.parse(first.toString());
         const items = json.cells.flatMap((c: any) => (c.outputs ?? []).flatMap((o: any) => o.items));
@@ -216,7 +229,7 @@ function trustedTests(): TestCase[] {
         assert(vl && typeof vl.data === 'object', 'the Vega-Lite spec is stored as JSON, not as a string');
         assert(json.cells.some((c: any) => c.lastRun?.executionOrder && c.lastRun.endTime >= c.lastRun.startTime), 'lastRun saved');
         await dirtyWithoutChange(doc);
-        assert(await doc.save(), 'second save succeeded');
+        assert(await save(doc), 'second save succeeded');
         assert(first.equals(fs.readFileSync(file)), 'an executed notebook changed bytes on a second save');
       },
     },
@@ -337,6 +350,72 @@ function trustedTests(): TestCase[] {
         const m = mimesOf(cell).flat();
         assert(m.includes(MIME.html) && (m.includes(MIME.vl5) || m.includes(MIME.vl6)), `sweep outputs: ${m}`);
         say(`    the output grew ${snapshots.length} times while the sweep ran`);
+      },
+    },
+    {
+      name: 'an API key set through the command is sent as Authorization and written nowhere; a notebook-named host is not contacted unasked',
+      skip: !bridge ? 'needs the browser harness (INFLAB_TEST_BRIDGE)' : hasKind('bench') ? false : 'the bench kind is not registered yet',
+      timeoutMs: 90_000,
+      fn: async () => {
+        const KEY = `sk-inflab-planted-${Math.random().toString(36).slice(2)}`;
+        const seen: { auth?: string; url?: string }[] = [];
+        const unasked: string[] = [];
+        const listen = (h: http.RequestListener) =>
+          new Promise<http.Server>((r) => {
+            const srv = http.createServer(h);
+            srv.listen(0, '127.0.0.1', () => r(srv));
+          });
+        const allowed = await listen((req, res) => {
+          seen.push({ auth: req.headers.authorization, url: req.url });
+          req.resume();
+          res.writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { message: 'scripted failure', type: 'server_error' } }));
+        });
+        const other = await listen((req, res) => {
+          unasked.push(req.url ?? '');
+          res.writeHead(500);
+          res.end();
+        });
+        const urlOf = (s: http.Server) => `http://127.0.0.1:${(s.address() as { port: number }).port}`;
+        const cfg = vscode.workspace.getConfiguration('inflab');
+        const cells: vscode.NotebookCell[] = [];
+        try {
+          const setKey = Promise.resolve(vscode.commands.executeCommand('inflab.setApiKey'));
+          const typed = await ask(`/type-quick-input?text=${encodeURIComponent(KEY)}`);
+          assert(typed.ok, `typing the key: ${typed.detail}`);
+          await setKey;
+          // The user's own settings name the first host; the second comes only from the notebook.
+          await cfg.update('trustedEndpoints', [urlOf(allowed)], vscode.ConfigurationTarget.Global);
+          for (const srv of [allowed, other]) {
+            const cell = await appendCell(doc, `bench: sweep\nendpoint: ${urlOf(srv)}\ninput: 50 tokens\noutput: 4 tokens\nconcurrency: [1]\nrequests: 2\nscrape: false\n`);
+            cells.push(cell);
+            const order = cell.executionSummary?.executionOrder;
+            // A host named only by the notebook asks first; under test the dialog is refused.
+            void Promise.resolve(vscode.commands.executeCommand('notebook.cell.execute', { ranges: [{ start: cell.index, end: cell.index + 1 }], document: doc.uri })).then(undefined, () => undefined);
+            await waitFor('the bench cell to finish', () => cell.executionSummary?.timing?.endTime !== undefined && cell.executionSummary.executionOrder !== order, 60_000);
+          }
+          assert(seen.length > 0, 'the allowed endpoint got no request');
+          assert(seen.every((s) => s.auth === `Bearer ${KEY}`), `Authorization headers sent: ${seen.map((s) => (s.auth === `Bearer ${KEY}` ? 'the key' : String(s.auth)))}`);
+          assert(unasked.length === 0, `the notebook-named host got ${unasked.length} request(s) without being confirmed`);
+          const refusal = cells[1].outputs.flatMap((o) => o.items).map((i) => new TextDecoder().decode(i.data)).join('\n');
+          assert(/not allowed|confirm/i.test(refusal), `the refused cell says why: ${refusal.slice(0, 300)}`);
+          await dirtyWithoutChange(doc).catch(() => undefined);
+          assert(await save(doc), 'saved');
+          const bytes = fs.readFileSync(path.join(dir, 'day4.inflab'), 'utf8');
+          assert(!bytes.includes(KEY), 'the API key was written into the notebook');
+          const shown = doc.getCells().flatMap((c) => c.outputs.flatMap((o) => o.items.map((i) => new TextDecoder().decode(i.data)))).join('\n');
+          assert(!shown.includes(KEY), 'the API key appears in an output');
+        } finally {
+          allowed.close();
+          other.close();
+          await cfg.update('trustedEndpoints', undefined, vscode.ConfigurationTarget.Global);
+          await vscode.commands.executeCommand('inflab.clearApiKey');
+          if (cells.length) {
+            const e = new vscode.WorkspaceEdit();
+            e.set(doc.uri, [vscode.NotebookEdit.deleteCells(new vscode.NotebookRange(cells[0].index, cells[cells.length - 1].index + 1))]);
+            await vscode.workspace.applyEdit(e);
+          }
+        }
       },
     },
   ];
