@@ -148,7 +148,8 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
   const fs: Finding[] = [];
   const P = spec.paths ?? {};
   const at = (i: number): CellPath => (P.points ? [...P.points, i] : []);
-  if (spec.seed.mode === 'fixed') fs.push(fixedSeedFinding(P.seed ?? []));
+  // In a cell the checks module's rule flags a fixed seed on its line; without a cell (the CLI) it is said here.
+  if (spec.seed.mode === 'fixed' && !P.seed) fs.push(fixedSeedFinding([]));
   for (const note of r.notes) fs.push(finding('info', 'bench-note', note, P.endpoint ?? []));
   for (const p of r.points) {
     const m = p.metrics;

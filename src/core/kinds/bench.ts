@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { runSweep, type PointResult, type SweepOptions } from '../bench';
-import { benchFindings, benchPlots, benchValues, findPredicted, fixedSeedFinding, recordsOutput, runFacts, summaryTable, type ReportSpec } from '../bench/report';
+import { benchFindings, benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable, type ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
@@ -69,7 +69,7 @@ type Cell = z.output<typeof sweepSchema> | z.output<typeof rateSchema>;
 
 function analyze(cell: Cell, ctx: AnalyzeContext): Finding[] {
   const fs: Finding[] = [];
-  if (cell.seed !== 'per-point') fs.push(fixedSeedFinding(['seed']));
+  // The fixed-seed prefix-cache trap is the checks module's rule (fixed-seed-prefix-cache).
   if (cell.top_k <= 0 || cell.top_p >= 1)
     fs.push(
       finding('warning', 'sampler-native-path', 'With top_k ≤ 0 or top_p = 1 vLLM skips its fused top-p/top-k sampler and takes the native path: the benchmark then measures a sampler real traffic does not use.', [cell.top_k <= 0 ? 'top_k' : 'top_p'], {
