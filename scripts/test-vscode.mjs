@@ -5,6 +5,8 @@
 // Restricted Mode (no --disable-workspace-trust). Prints every test and a last line
 // "N passed, N failed"; exits non-zero on any failure or timeout.
 //   node scripts/test-vscode.mjs [--only trusted|restricted] [--screenshot] [--keep] [--vsix FILE]
+//   node scripts/test-vscode.mjs --electron   same suite under @vscode/test-electron, with the desktop
+//                                             VS Code named by VSCODE_EXECUTABLE (or downloaded)
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -294,7 +296,42 @@ async function runPass(mode) {
   return result;
 }
 
+/** The same suite in desktop VS Code through @vscode/test-electron (where one exists). */
+async function runElectron() {
+  const { runTests } = await import('@vscode/test-electron');
+  const workspace = mkdtemp('inflab-ws-electron-');
+  const logFile = path.join(mkdtemp('inflab-log-'), 'suite.log');
+  fs.writeFileSync(logFile, '');
+  let code = 0;
+  try {
+    await runTests({
+      vscodeExecutablePath: process.env.VSCODE_EXECUTABLE || undefined,
+      extensionDevelopmentPath: root,
+      extensionTestsPath: path.join(root, 'out/test/vscode/suite/index.js'),
+      launchArgs: [workspace, '--disable-extensions', '--disable-workspace-trust', '--user-data-dir', mkdtemp('inflab-vscode-user-')],
+      extensionTestsEnv: { INFLAB_EXAMPLES: path.join(root, 'examples'), INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: 'trusted' },
+    });
+  } catch (e) {
+    code = 1;
+    console.error(`[test-vscode] ${e?.message ?? e}`);
+  }
+  const text = fs.readFileSync(logFile, 'utf8');
+  const m = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(text);
+  return { mode: 'electron', code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0 };
+}
+
 let exitCode = 0;
+if (argv.includes('--electron')) {
+  try {
+    await buildAll();
+    const r = await runElectron();
+    console.log(`${r.passed} passed, ${Math.max(r.failed, r.code ? 1 : 0)} failed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
+    exitCode = r.failed || r.code ? 1 : 0;
+  } finally {
+    await cleanup();
+  }
+  process.exit(exitCode);
+}
 try {
   provision();
   await buildAll();
