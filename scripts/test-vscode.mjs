@@ -56,6 +56,8 @@ async function buildAll() {
     external: ['vscode'],
     sourcemap: 'inline',
     logLevel: 'warning',
+    // The bundles proper (scripts/build.mjs) report this; the suite's bundle need not repeat it.
+    logOverride: { 'empty-import-meta': 'silent' },
     plugins: [
       {
         name: 'vega-canvas-shim',
