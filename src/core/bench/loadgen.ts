@@ -15,6 +15,7 @@ import type { Dispatcher } from 'undici';
 import { buildBody, now, sendRequest, type ClientConfig, type RawResult } from './client';
 import { distribution, type Dist, type RequestRecord } from './metrics';
 import { interArrivals, type PromptSource } from './prompts';
+import { loadThreads, runPointThreads, ShardStartError } from './shards';
 
 export interface PointLoad {
   mode: 'closed' | 'open';
@@ -65,14 +66,38 @@ export interface RunPointOptions {
   onRequest?(done: number, total: number | undefined): void;
   /** In-flight sampling period, ms. */
   samplePeriodMs?: number;
+  /** Load threads for a closed-loop point with a request count (default: see shards.ts; 1 = this thread). */
+  threads?: number;
+  /** First request id (and X-Request-Id number) of this share of a point split across threads. */
+  idOffset?: number;
+  warmIdOffset?: number;
 }
 
 const MAX_REQUESTS = 1_000_000;
 
 export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: PointLoad, prompts: PromptSource, opts: RunPointOptions = {}): Promise<PointRun> {
   const signal = opts.signal;
+  // Many streams: split the point across load threads (shards.ts), each with its own event loop.
+  if (load.mode === 'closed' && load.requests !== undefined) {
+    const threads = loadThreads(Math.max(1, load.concurrency ?? 1), opts.threads);
+    if (threads > 1) {
+      try {
+        return await runPointThreads(threads, cfg, load, prompts, opts);
+      } catch (e) {
+        if (!(e instanceof ShardStartError)) throw e;
+        // no worker thread available: run here
+      }
+    }
+  }
   const prefix = opts.requestIdPrefix ?? 'inflab';
-  const spec = (i: number, tag: string) => ({ prompt: [], outputTokens: load.outputTokens, requestId: `${prefix}-${tag}${i}`, body: buildBody(cfg, { prompt: prompts.next(), outputTokens: load.outputTokens }) });
+  const idOffset = opts.idOffset ?? 0;
+  const warmIdOffset = opts.warmIdOffset ?? 0;
+  const spec = (i: number, tag: string) => ({
+    prompt: [],
+    outputTokens: load.outputTokens,
+    requestId: `${prefix}-${tag}${i + (tag === 'w' ? warmIdOffset : idOffset)}`,
+    body: buildBody(cfg, { prompt: prompts.next(), outputTokens: load.outputTokens }),
+  });
 
   // Warm-up: at the point's concurrency, not recorded.
   const warm = Math.max(0, load.warmup ?? 0);
@@ -112,7 +137,7 @@ export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: 
 
   const record = (id: number, scheduledAbs: number, r: RawResult) => {
     const rec: RequestRecord = {
-      id,
+      id: id + idOffset,
       scheduledMs: scheduledAbs - t0,
       sentMs: r.sentAt - t0,
       chunkMs: r.chunkAt.map((t) => t - t0),

@@ -4,8 +4,11 @@
  *
  *   parent → worker: workerData = { options }, then { type: 'cancel' }
  *   worker → parent: ready, info, progress, point, done (result), fail (message)
+ *
+ * With workerData = { shard } it is instead one load thread of a point (shards.ts).
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import { runShardHere, type ShardData } from './shards';
 import { runSweepHere, type SweepOptions } from './sweep';
 
 export type WorkerMessage =
@@ -16,7 +19,10 @@ export type WorkerMessage =
   | { type: 'done'; result: unknown }
   | { type: 'fail'; message: string };
 
-if (parentPort) {
+if (parentPort && (workerData as { shard?: ShardData })?.shard) {
+  // A load thread of a point split across threads (shards.ts).
+  void runShardHere(parentPort, (workerData as { shard: ShardData }).shard);
+} else if (parentPort) {
   const port = parentPort;
   const ac = new AbortController();
   port.on('message', (m: { type?: string }) => {
