@@ -199,7 +199,8 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
         r.errorMessage = redact(failure.message, cfg.apiKey);
       } else if (status !== 200) {
         r.errorKind = classifyStatus(status);
-        r.errorMessage = redact(`HTTP ${status}: ${errBody.trim().slice(0, 500) || '(empty body)'}`, cfg.apiKey);
+        // Redact before cutting to 500 characters: a cut through the key would leave part of it unredacted.
+        r.errorMessage = `HTTP ${status}: ${redact(errBody.trim(), cfg.apiKey).slice(0, 500) || '(empty body)'}`;
       } else if (done || usageSeen) {
         if (!chunkAt.length) {
           r.errorKind = 'empty';
