@@ -224,6 +224,7 @@ test('inflab run whose save fails (file size limit) exits 1 and leaves the noteb
   const r = await inflabLimited(16, ['run', nbFile]);
   assert.equal(r.code, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /could not save .*day4\.inflab: EFBIG.*the file on disk was left as it was/);
+  assert.doesNotMatch(r.stderr, /\n\s+at /, 'a message, not a stack trace');
   assert.equal(fs.readFileSync(nbFile, 'utf8'), input);
   assert.deepStrictEqual(fs.readdirSync(d), ['day4.inflab'], 'no temp file left');
 });
@@ -237,6 +238,50 @@ test('inflab run --out into a path under a file exits 1 and leaves the notebook 
   const r = await inflab(['run', nbFile, '--out', path.join(d, 'not-a-dir', 'out.inflab')]);
   assert.equal(r.code, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /ENOTDIR|EEXIST/);
+  assert.doesNotMatch(r.stderr, /\n\s+at /, 'a message, not a stack trace');
   assert.equal(fs.readFileSync(nbFile, 'utf8'), input);
   assert.equal(fs.readFileSync(path.join(d, 'not-a-dir'), 'utf8'), 'x');
+});
+
+test('inflab run in place: edits saved while the cells ran are not overwritten; the result goes beside them', async () => {
+  const http = await import('node:http');
+  // A bench endpoint that holds its first answer until the notebook has been edited on disk.
+  let started!: () => void;
+  const firstRequest = new Promise<void>((r) => (started = r));
+  let release!: () => void;
+  const edited = new Promise<void>((r) => (release = r));
+  const server = http.createServer(async (req, res) => {
+    started();
+    await edited;
+    res.writeHead(503, { 'content-type': 'application/json' });
+    res.end('{"error": {"message": "down for maintenance"}}');
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const port = (server.address() as import('node:net').AddressInfo).port;
+    const d = freshDir();
+    const nbFile = path.join(d, 'day5.inflab');
+    const nb: Notebook = {
+      cells: [
+        { kind: 'code', language: 'inflab', source: `setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: http://127.0.0.1:${port}\n` },
+        { kind: 'code', language: 'inflab', source: 'bench: sweep\ninput: 16 tokens\noutput: 8 tokens\nconcurrency: [1]\nrequests: 1\nscrape: false\n' },
+      ],
+    };
+    fs.writeFileSync(nbFile, serializeNotebook(nb));
+    const running = inflab(['run', nbFile]);
+    await firstRequest;
+    const mine = serializeNotebook({ cells: [...nb.cells, { kind: 'markdown', language: 'markdown', source: 'notes typed while the sweep ran' }] });
+    fs.writeFileSync(nbFile, mine);
+    release();
+    const r = await running;
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /day5\.inflab changed on disk while its cells ran, so it was not overwritten; the executed notebook is in .*day5\.executed\.inflab/);
+    assert.equal(fs.readFileSync(nbFile, 'utf8'), mine, 'the edit is kept, byte for byte');
+    const executed = parseNotebook(fs.readFileSync(path.join(d, 'day5.executed.inflab'), 'utf8'));
+    assert.equal(executed.cells.length, 2);
+    assert.ok(executed.cells[1].outputs?.length, 'the bench cell ran and its outputs were kept');
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
 });

@@ -43,9 +43,34 @@ export async function runCommand(argv: string[]): Promise<number> {
         for (const f of r.findings) console.log(`    ${formatFinding(f).split('\n').join('\n    ')}`);
       },
     });
-    const out = values.out ? path.resolve(values.out) : file;
-    fs.mkdirSync(path.dirname(out), { recursive: true });
-    writeFileAtomic(out, serializeNotebook(notebook));
+    let out = values.out ? path.resolve(values.out) : file;
+    // Never overwrite edits saved while the cells ran: write the executed notebook beside it instead.
+    let changed = false;
+    if (out === file) {
+      let now: string | undefined;
+      try {
+        now = fs.readFileSync(file, 'utf8');
+      } catch {
+        // gone or unreadable: write it back
+      }
+      if (now !== undefined && now !== text) {
+        changed = true;
+        const stem = file.replace(/\.inflab$/, '');
+        out = `${stem}.executed.inflab`;
+        for (let n = 2; fs.existsSync(out); n++) out = `${stem}.executed-${n}.inflab`;
+      }
+    }
+    try {
+      fs.mkdirSync(path.dirname(out), { recursive: true });
+      writeFileAtomic(out, serializeNotebook(notebook));
+    } catch (e) {
+      console.error(`${positionals[0]}: ${(e as Error).message}`);
+      return 1;
+    }
+    if (changed) {
+      console.error(`${positionals[0]} changed on disk while its cells ran, so it was not overwritten; the executed notebook is in ${path.relative(process.cwd(), out) || out}`);
+      return 1;
+    }
     if (!values.quiet) console.log(`wrote ${path.relative(process.cwd(), out) || out}`);
     return results.every((r) => r.ok) ? 0 : 1;
   } finally {
