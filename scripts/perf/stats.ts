@@ -29,6 +29,7 @@ export function table(head: string[], rows: (string | number)[][]): string {
 
 function fmt(x: number): string {
   if (!Number.isFinite(x)) return String(x);
+  if (Number.isInteger(x)) return x.toLocaleString('en-US');
   const a = Math.abs(x);
   if (a >= 1000) return Math.round(x).toLocaleString('en-US');
   if (a >= 100) return x.toFixed(0);

@@ -1,0 +1,222 @@
+/**
+ * Section 1: how accurate the bench client is, and how much it can take. The mock server
+ * (mockServer.ts) runs in its own process and records when it really wrote each chunk; the client
+ * runs exactly as a bench cell runs it (runSweep → the bundled dist/bench-worker.js worker thread,
+ * one undici Agent, X-Request-Id on every request). Each request's record is matched to the server's
+ * by that id, and both clocks are epoch-aligned (performance.timeOrigin + performance.now(), checked
+ * by the one-way request delay at concurrency 1).
+ *
+ *   TTFT error  = client's first-chunk arrival − server's first-chunk write  (= measured − true TTFT)
+ *   ITL error   = client's gap − server's gap, per gap
+ *   chunk delay = arrival − write, per chunk (the client's read lag)
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+import { fromColumnar } from '../../src/core/bench/records';
+import { runSweep, type SweepResult } from '../../src/core/bench';
+import { r1, r3, summary } from './stats';
+import type { TruthRecord } from './mockServer';
+
+export interface ClientPoint {
+  concurrency: number;
+  requests: number;
+  matched: number;
+  failed: number;
+  chunks: number;
+  duration_s: number;
+  /** Content chunks the client received per second over the point. */
+  chunks_per_s: number;
+  ttft_error_ms: { p50: number; p99: number; mean: number; max: number };
+  itl_error_ms: { p50: number; p99: number; abs_p99: number };
+  itl_median_ms: { measured: number; truth: number; ratio: number };
+  chunk_delay_ms: { p50: number; p99: number; max: number };
+  /** How far the server itself slipped: its true TTFT (first write − client send) and ITL vs nominal. */
+  server: { ttft_p50_ms: number; ttft_p99_ms: number; itl_p50_ms: number; cpu_s: number };
+  /** Request arrival at the server − client send, p50/min: the clock-alignment check. */
+  send_to_arrival_ms: { p50: number; min: number };
+  client_cpu_s: number;
+  cpu_us_per_chunk: number;
+  worker_loop_lag_ms: { p50: number; p99: number; max: number };
+}
+
+export interface ClientAccuracy {
+  ttft_nominal_ms: number;
+  itl_nominal_ms: number;
+  output_tokens: number;
+  input_tokens: number;
+  worker: string;
+  thread: string;
+  points: ClientPoint[];
+  /** Highest chunk rate at which the median chunk delay stays ≤ 1 ms and the TTFT error p50 ≤ 5 ms. */
+  capacity_chunks_per_s: number;
+  capacity_rule: string;
+  targets: { ttft_p50_error_at_1000_ms: number; ttft_target_ms: number; itl_ratio_at_1000: number; itl_target: string; met: boolean };
+}
+
+export async function startMock(root: string, ttft: number, itl: number): Promise<{ child: ChildProcess; url: string; take(): Promise<{ records: TruthRecord[]; cpu: NodeJS.CpuUsage }>; close(): Promise<void> }> {
+  const child = fork(path.join(root, 'scripts/perf/mockServer.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, MOCK_TTFT_MS: String(ttft), MOCK_ITL_MS: String(itl) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('the mock server did not start within 20 s')), 20_000);
+    child.once('error', reject);
+    child.on('message', (m: any) => {
+      if (m?.type === 'listening') {
+        clearTimeout(t);
+        resolve(m.port);
+      }
+    });
+  });
+  return {
+    child,
+    url: `http://127.0.0.1:${port}`,
+    take: () =>
+      new Promise((resolve) => {
+        const on = (m: any) => {
+          if (m?.type !== 'records') return;
+          child.off('message', on);
+          resolve({ records: m.records, cpu: m.cpu });
+        };
+        child.on('message', on);
+        child.send({ type: 'take' });
+      }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.send({ type: 'close' });
+        setTimeout(() => child.kill(), 3000).unref();
+      }),
+  };
+}
+
+export async function clientAccuracy(root: string, opts: { concurrency: number[]; rounds: number; minRequests: number; shards?: number; log: (s: string) => void }): Promise<ClientAccuracy> {
+  const TTFT = 50;
+  const ITL = 10;
+  const OUT = 64;
+  const IN = 64;
+  const worker = path.join(root, 'dist/bench-worker.js');
+  const mock = await startMock(root, TTFT, ITL);
+  const points: ClientPoint[] = [];
+  let thread = '';
+  try {
+    for (const c of opts.concurrency) {
+      const requests = Math.max(opts.minRequests, c * opts.rounds);
+      const runId = `perf${c}`;
+      const srvCpu0 = (await mock.take()).cpu; // (and forget anything recorded before)
+      const cpu0 = process.cpuUsage();
+      const shards = Math.max(1, Math.min(opts.shards ?? 1, c));
+      const results: SweepResult[] = await Promise.all(
+        Array.from({ length: shards }, (_, w) =>
+          runSweep(
+            { endpoint: mock.url, vocab: 151_936, input: IN, output: OUT, concurrency: [Math.round(c / shards)], requests: Math.round(requests / shards), warmup: 0, runId: `${runId}w${w}`, rttProbes: 3, scrape: false, seed: { mode: 'per-point', base: 1 + w } },
+            { worker },
+          ),
+        ),
+      );
+      const cpu1 = process.cpuUsage(cpu0);
+      const { records: truth, cpu: srvCpu1 } = await mock.take();
+      thread = results[0].thread;
+      const byId = new Map(truth.map((t) => [t.requestId, t]));
+      const ttftErr: number[] = [];
+      const itlErr: number[] = [];
+      const itlAbs: number[] = [];
+      const itlClient: number[] = [];
+      const itlTruth: number[] = [];
+      const delay: number[] = [];
+      const srvTtft: number[] = [];
+      const sendToArrival: number[] = [];
+      let durationMs = 0;
+      const lag = { p50: 0, p99: 0, max: 0 };
+      let matched = 0;
+      let failed = 0;
+      let chunks = 0;
+      for (const [w, result] of results.entries()) {
+      const p = result.points[0];
+      if (!p?.records) throw new Error(`concurrency ${c}: the sweep returned no records (${result.stopped?.message ?? result.notes.join('; ')})`);
+      durationMs = Math.max(durationMs, p.durationMs);
+      lag.p50 = Math.max(lag.p50, p.loopLag.p50_ms);
+      lag.p99 = Math.max(lag.p99, p.loopLag.p99_ms);
+      lag.max = Math.max(lag.max, p.loopLag.max_ms);
+      for (const r of fromColumnar(p.records)) {
+        if (!r.ok) failed++;
+        const t = byId.get(`inflab-${runId}w${w}-p0-r${r.id}`);
+        if (!t || !r.ok || r.chunkMs.length !== t.chunks.length) continue;
+        matched++;
+        const sent = p.t0EpochMs + r.sentMs;
+        const at = r.chunkMs.map((x) => p.t0EpochMs + x);
+        chunks += at.length;
+        ttftErr.push(at[0] - t.chunks[0]);
+        srvTtft.push(t.chunks[0] - sent);
+        sendToArrival.push(t.arrived - sent);
+        for (let k = 0; k < at.length; k++) {
+          delay.push(at[k] - t.chunks[k]);
+          if (k) {
+            const cg = at[k] - at[k - 1];
+            const tg = t.chunks[k] - t.chunks[k - 1];
+            itlClient.push(cg);
+            itlTruth.push(tg);
+            itlErr.push(cg - tg);
+            itlAbs.push(Math.abs(cg - tg));
+          }
+        }
+      }
+      }
+      const te = summary(ttftErr);
+      const ie = summary(itlErr);
+      const ic = summary(itlClient);
+      const it = summary(itlTruth);
+      const d = summary(delay);
+      const st = summary(srvTtft);
+      const sa = summary(sendToArrival);
+      const cpuS = (cpu1.user + cpu1.system) / 1e6;
+      const pt: ClientPoint = {
+        concurrency: c,
+        requests,
+        matched,
+        failed,
+        chunks,
+        duration_s: r3(durationMs / 1000),
+        chunks_per_s: Math.round(chunks / (durationMs / 1000)),
+        ttft_error_ms: { p50: te.p50, p99: te.p99, mean: te.mean, max: te.max },
+        itl_error_ms: { p50: ie.p50, p99: ie.p99, abs_p99: summary(itlAbs).p99 },
+        itl_median_ms: { measured: ic.p50, truth: it.p50, ratio: r3(ic.p50 / it.p50) },
+        chunk_delay_ms: { p50: d.p50, p99: d.p99, max: d.max },
+        server: { ttft_p50_ms: st.p50, ttft_p99_ms: st.p99, itl_p50_ms: it.p50, cpu_s: r3((srvCpu1.user + srvCpu1.system - srvCpu0.user - srvCpu0.system) / 1e6) },
+        send_to_arrival_ms: { p50: sa.p50, min: r3(Math.min(...sendToArrival)) },
+        client_cpu_s: r3(cpuS),
+        cpu_us_per_chunk: r1((cpuS * 1e6) / Math.max(1, chunks)),
+        worker_loop_lag_ms: { p50: r3(lag.p50), p99: r3(lag.p99), max: r3(lag.max) },
+      };
+      points.push(pt);
+      opts.log(
+        `  c=${c}: ${matched}/${requests} matched, ${pt.chunks_per_s} chunks/s, TTFT err p50 ${te.p50} p99 ${te.p99} ms, ITL median ${ic.p50} vs ${it.p50} ms, chunk delay p50 ${d.p50} p99 ${d.p99} ms, ${pt.cpu_us_per_chunk} µs CPU/chunk`,
+      );
+    }
+  } finally {
+    await mock.close();
+  }
+  const ok = points.filter((p) => p.chunk_delay_ms.p50 <= 1 && p.ttft_error_ms.p50 <= 5);
+  const at1000 = points.find((p) => p.concurrency === 1000) ?? points[points.length - 1];
+  const met = !!at1000 && at1000.ttft_error_ms.p50 <= 34 && Math.abs(at1000.itl_median_ms.ratio - 1) <= 0.1;
+  return {
+    ttft_nominal_ms: TTFT,
+    itl_nominal_ms: ITL,
+    output_tokens: OUT,
+    input_tokens: IN,
+    worker: 'dist/bench-worker.js (one worker thread per sweep, as a bench cell runs)',
+    thread,
+    points,
+    capacity_chunks_per_s: ok.length ? Math.max(...ok.map((p) => p.chunks_per_s)) : 0,
+    capacity_rule: 'highest chunks/s among the points whose median chunk delay ≤ 1 ms and median TTFT error ≤ 5 ms',
+    targets: {
+      ttft_p50_error_at_1000_ms: at1000?.ttft_error_ms.p50 ?? NaN,
+      ttft_target_ms: 34,
+      itl_ratio_at_1000: at1000?.itl_median_ms.ratio ?? NaN,
+      itl_target: 'within 10% of the truth (0.9–1.1)',
+      met,
+    },
+  };
+}

@@ -1,0 +1,265 @@
+/**
+ * Sections 2–4 of the perf script: simulator speed (virtual and real time), audit speed, editor
+ * costs. Each returns plain JSON; perf.ts prints and saves them.
+ */
+import { execFileSync, fork, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { runSweep } from '../../src/core/bench';
+import { fromColumnar } from '../../src/core/bench/records';
+import { auditFile, generateLogFile } from '../../src/core/audit';
+import { MIME } from '../../src/core/engine/outputs';
+import { itemFromBytes, itemToBytes, parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
+import { SimEngine } from '../../src/core/sim/engine';
+import { runLoad } from '../../src/core/sim/load';
+import { defaultSimSetup } from '../../src/core/sim/server';
+import { r1, r3, summary } from './stats';
+
+// ---------------------------------------------------------------- 2. simulator
+
+export function simVirtual(points: number[], requests: number, input: number, output: number) {
+  const setup = defaultSimSetup();
+  const per: { concurrency: number; wall_ms: number; steps: number; sim_s: number }[] = [];
+  let steps = 0;
+  let simS = 0;
+  const t0 = performance.now();
+  for (const c of points) {
+    const t = performance.now();
+    const engine = new SimEngine({ setup });
+    const r = runLoad(engine, { input, output, requests, concurrency: c, seed: 1 });
+    per.push({ concurrency: c, wall_ms: r1(performance.now() - t), steps: r.steps, sim_s: r3(r.durationS) });
+    steps += r.steps;
+    simS += r.durationS;
+  }
+  const s = (performance.now() - t0) / 1000;
+  const n = points.length * requests;
+  return {
+    case: `${points.length} points (concurrency ${points.join(', ')}) × ${requests} requests × ${input}/${output} tokens, ${setup.model.id} on ${setup.gpu.id}`,
+    wall_s: r3(s),
+    requests_per_s: Math.round(n / s),
+    output_tokens_per_s: Math.round((n * output) / s),
+    tokens_per_s: Math.round((n * (input + output)) / s),
+    steps_per_s: Math.round(steps / s),
+    simulated_s: r1(simS),
+    speedup_vs_real_time: Math.round(simS / s),
+    points: per,
+  };
+}
+
+export async function simRealTime(root: string, streams: number[], log: (s: string) => void) {
+  const child = fork(path.join(root, 'scripts/perf/simServer.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('the simulated endpoint did not start within 30 s')), 30_000);
+    child.on('message', (m: any) => m?.type === 'listening' && (clearTimeout(t), resolve(m.url)));
+    child.once('error', reject);
+  });
+  const take = () =>
+    new Promise<{ startLate: number[]; endLate: number[]; tokens: number; cpu: NodeJS.CpuUsage }>((resolve) => {
+      const on = (m: any) => {
+        if (m?.type !== 'steps') return;
+        child.off('message', on);
+        resolve(m);
+      };
+      child.on('message', on);
+      child.send({ type: 'take' });
+    });
+  const out: any[] = [];
+  try {
+    for (const n of streams) {
+      const c0 = (await take()).cpu;
+      const r = await runSweep({ endpoint: url, vocab: 151_936, input: 64, output: 64, concurrency: [n], requests: n * 2, warmup: 0, scrape: false, runId: `sim${n}` }, { worker: path.join(root, 'dist/bench-worker.js') });
+      const s = await take();
+      const p = r.points[0];
+      const recs = p?.records ? fromColumnar(p.records) : [];
+      const st = summary(s.startLate);
+      const en = summary(s.endLate);
+      const cpu = (s.cpu.user + s.cpu.system - c0.user - c0.system) / 1e6;
+      const row = {
+        streams: n,
+        completed: p?.metrics.completed ?? 0,
+        steps: s.startLate.length,
+        tokens_per_s: p ? Math.round(recs.reduce((a, x) => a + x.chunkMs.length, 0) / (p.durationMs / 1000)) : 0,
+        step_start_late_ms: { p50: st.p50, p99: st.p99, max: st.max },
+        step_end_late_ms: { p50: en.p50, p99: en.p99, max: en.max },
+        server_cpu_s: r3(cpu),
+        holds: en.p50 <= 2 && en.p99 <= 10,
+      };
+      out.push(row);
+      log(`  ${n} streams: ${row.completed} done, ${row.steps} steps, step start late p50 ${st.p50} p99 ${st.p99} ms, last token late p50 ${en.p50} p99 ${en.p99} ms${row.holds ? '' : ' (slips)'}`);
+    }
+  } finally {
+    child.send({ type: 'close' });
+    await new Promise((r) => child.once('exit', r));
+  }
+  const ok = out.filter((x) => x.holds);
+  return {
+    server: 'startSimServer in its own process, speed 1, max_num_seqs 4096; client: the bench (runSweep, bundled worker), 64/64 tokens, 2 requests per stream',
+    rule: "a load holds when the step's last token leaves at most 2 ms late at the median and 10 ms at p99 (late = actual write − t0 + step end / speed)",
+    max_streams_holding: ok.length ? Math.max(...ok.map((x) => x.streams)) : 0,
+    points: out,
+  };
+}
+
+// ---------------------------------------------------------------- 3. audit
+
+export async function auditSpeed(mb: number, log: (s: string) => void) {
+  const file = path.join(os.tmpdir(), `inflab-perf-${process.pid}.log`);
+  try {
+    const g0 = performance.now();
+    const gen = await generateLogFile(file, { targetBytes: mb * 1e6 });
+    const genS = (performance.now() - g0) / 1000;
+    log(`  generated ${(gen.bytes / 1e6).toFixed(0)} MB (${gen.lines.toLocaleString('en-US')} lines) in ${genS.toFixed(1)} s`);
+    // The floor: wc -l on the same file (the page cache is warm for both).
+    const w0 = performance.now();
+    const wc = spawnSync('wc', ['-l', file], { encoding: 'utf8' });
+    const wcS = (performance.now() - w0) / 1000;
+    const a = await auditFile(file);
+    return {
+      bytes: gen.bytes,
+      lines: a.facts.lines,
+      generate_s: r3(genS),
+      audit_s: r3(a.timings.total_ms / 1000),
+      audit_mb_per_s: r1(a.timings.mb_per_s),
+      audit_lines_per_s: Math.round(a.timings.lines_per_s),
+      wc_l_s: wc.status === 0 ? r3(wcS) : null,
+      wc_l_mb_per_s: wc.status === 0 ? r1(gen.bytes / 1e6 / wcS) : null,
+      wc_l_lines: wc.status === 0 ? Number(wc.stdout.trim().split(/\s+/)[0]) : null,
+      audit_vs_wc: wc.status === 0 ? r1(a.timings.total_ms / 1000 / wcS) : null,
+    };
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
+}
+
+// ---------------------------------------------------------------- 4. editor
+
+const kib = (f: string) => (fs.existsSync(f) ? r1(fs.statSync(f).size / 1024) : null);
+
+export function bundleSizes(root: string) {
+  const d = (n: string) => path.join(root, 'dist', n);
+  return { 'extension.js_kib': kib(d('extension.js')), 'renderer.js_kib': kib(d('renderer.js')), 'cli.js_kib': kib(d('cli.js')), 'bench-worker.js_kib': kib(d('bench-worker.js')) };
+}
+
+export function vsixSize(root: string, log: (s: string) => void) {
+  const script = path.join(root, 'scripts/package.mjs');
+  if (!fs.existsSync(script)) return { vsix_kib: null, note: 'no scripts/package.mjs: skipped' };
+  const out = path.join(os.tmpdir(), `inflab-perf-${process.pid}.vsix`);
+  try {
+    const t0 = performance.now();
+    execFileSync(process.execPath, [script, '--out', out], { cwd: root, stdio: 'pipe', timeout: 180_000 });
+    const s = (performance.now() - t0) / 1000;
+    log(`  packaged in ${s.toFixed(1)} s`);
+    return { vsix_kib: kib(out), package_s: r1(s) };
+  } catch (e) {
+    return { vsix_kib: null, note: `scripts/package.mjs failed: ${String((e as { stderr?: Buffer }).stderr ?? (e as Error).message).trim().split('\n').slice(-3).join(' | ').slice(0, 300)}` };
+  } finally {
+    fs.rmSync(out, { force: true });
+  }
+}
+
+/** A notebook whose outputs weigh about `mb` MB: bench cells with records, a table, a plot spec and its SVG. */
+function bigNotebook(mb: number): Notebook {
+  const cells: Notebook['cells'] = [];
+  let bytes = 0;
+  let i = 0;
+  while (bytes < mb * 1e6) {
+    const n = 2000;
+    const rec = { format: 'inflab.records.v1', unit: 'ms', n, id: [] as number[], sent: [] as number[], end: [] as number[], chunks: [] as number[], chunk_ms: [] as number[] };
+    for (let k = 0; k < n; k++) {
+      rec.id.push(k);
+      rec.sent.push(r3(k * 7.123457));
+      rec.end.push(r3(k * 7.123457 + 812.345678));
+      rec.chunks.push(64);
+      for (let j = 0; j < 64; j++) rec.chunk_ms.push(r3(j ? 10 + ((k * 31 + j * 17) % 1000) / 997 : 51.234567));
+    }
+    const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="600" height="300">${'<path d="M0,0L10,10L20,5"/>'.repeat(3000)}</svg>`;
+    const rows = Array.from({ length: 40 }, (_, k) => `<tr><td>${k}</td><td>${(k * 1.5).toFixed(2)} ms</td></tr>`).join('');
+    const items = [
+      { mime: MIME.html, data: `<table>${rows}</table>` },
+      { mime: MIME.plain, data: rows.replace(/<[^>]+>/g, ' ') },
+      { mime: MIME.vegaLite6, data: { $schema: 'https://vega.github.io/schema/vega-lite/v6.json', mark: 'line', data: { values: rec.id.slice(0, 500).map((x) => ({ x, y: rec.end[x] })) } } },
+      { mime: MIME.svg, data: svg },
+      { mime: MIME.records, data: rec },
+    ];
+    for (const it of items) bytes += JSON.stringify(it.data).length;
+    cells.push({ kind: 'code', language: 'inflab', source: `bench: sweep\nendpoint: sim\nconcurrency: [${i + 1}]\n`, outputs: [{ items }] });
+    i++;
+  }
+  return { metadata: {}, cells };
+}
+
+export function notebookOpenSave(mb: number) {
+  const file = path.join(os.tmpdir(), `inflab-perf-${process.pid}.inflab`);
+  try {
+    fs.writeFileSync(file, serializeNotebook(bigNotebook(mb)));
+    const size = fs.statSync(file).size;
+    const runs: { open: number; save: number }[] = [];
+    for (let k = 0; k < 3; k++) {
+      // Open, as the serializer does: bytes → text → parseNotebook → every output item to bytes.
+      const t0 = performance.now();
+      const bytes = fs.readFileSync(file);
+      const nb = parseNotebook(new TextDecoder('utf-8', { fatal: false }).decode(bytes));
+      const held = nb.cells.map((c) => (c.outputs ?? []).map((o) => o.items.map((it) => ({ mime: it.mime, data: itemToBytes(it) }))));
+      const t1 = performance.now();
+      // Save: every item back from bytes → serializeNotebook → bytes → the file.
+      const back: Notebook = {
+        metadata: nb.metadata,
+        cells: nb.cells.map((c, ci) => ({ ...c, outputs: (c.outputs ?? []).map((o, oi) => ({ ...o, items: held[ci][oi].map((it) => itemFromBytes(it.mime, it.data)) })) })),
+      };
+      fs.writeFileSync(file + '.saved', new TextEncoder().encode(serializeNotebook(back)));
+      const t2 = performance.now();
+      runs.push({ open: t1 - t0, save: t2 - t1 });
+    }
+    const med = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    return { file_mb: r1(size / 1e6), open_ms: Math.round(med(runs.map((r) => r.open))), save_ms: Math.round(med(runs.map((r) => r.save))), runs: 3, note: 'median of 3; open = read + UTF-8 decode + parseNotebook + items to bytes (the serializer); save = items from bytes + serializeNotebook + encode + write' };
+  } finally {
+    fs.rmSync(file, { force: true });
+    fs.rmSync(file + '.saved', { force: true });
+  }
+}
+
+/**
+ * Activation, timed in plain Node with `vscode` answered by a do-nothing stub (a Proxy): what this
+ * measures is the bundle's own cost — loading dist/extension.js and running activate() — not VS
+ * Code's extension host. Also lists every module the bundle requires while loading and activating.
+ */
+export function activation(root: string) {
+  const probe = `
+const Module = require('module');
+const seen = [];
+const stub = () => { const f = function () {}; let p; p = new Proxy(f, { get: (t, k) => k === 'then' ? undefined : k === Symbol.toPrimitive ? () => '' : k === Symbol.iterator ? function* () {} : p, apply: () => p, construct: () => p }); return p; };
+// Every top-level name of the vscode API (from @types/vscode), each a stub; esbuild's interop copies own keys.
+const vscode = Object.fromEntries(NAMES.map((n) => [n, stub()]));
+const load = Module._load;
+Module._load = function (req, parent, isMain) { if (parent && /dist[\\\\/]extension\\.js$/.test(parent.filename || '')) seen.push(req); if (req === 'vscode') return vscode; return load.apply(this, arguments); };
+const t0 = performance.now();
+const ext = require(${JSON.stringify(path.join(root, 'dist/extension.js'))});
+const t1 = performance.now();
+const atLoad = [...new Set(seen)];
+const ctx = { subscriptions: [], secrets: { get: async () => undefined, store: async () => {}, delete: async () => {}, onDidChange: () => ({ dispose() {} }) }, extensionUri: stub(), extensionPath: ${JSON.stringify(root)}, globalState: { get: () => undefined, update: async () => {}, keys: () => [] }, workspaceState: { get: () => undefined, update: async () => {}, keys: () => [] }, environmentVariableCollection: stub(), extension: stub() };
+ext.activate(ctx);
+const t2 = performance.now();
+process.stdout.write(JSON.stringify({ load: t1 - t0, activate: t2 - t1, atLoad, atActivate: [...new Set(seen)].filter((x) => !atLoad.includes(x)), heapMb: process.memoryUsage().heapUsed / 1e6 }));
+`;
+  const dts = fs.readFileSync(path.join(root, 'node_modules/@types/vscode/index.d.ts'), 'utf8');
+  const names = [...new Set([...dts.matchAll(/^\texport (?:class|enum|namespace|function|const|let) (\w+)/gm)].map((m) => m[1]))];
+  const code = `const NAMES = ${JSON.stringify(names)};\n` + probe;
+  const runs: { load: number; activate: number; atLoad: string[]; atActivate: string[]; heapMb: number }[] = [];
+  for (let k = 0; k < 5; k++) {
+    const r = spawnSync(process.execPath, ['-e', code], { cwd: os.tmpdir(), encoding: 'utf8', timeout: 60_000 });
+    if (r.status !== 0) return { error: `activation probe failed: ${(r.stderr || '').trim().split('\n').slice(0, 6).join(' | ').slice(0, 600)}` };
+    runs.push(JSON.parse(r.stdout));
+  }
+  const med = (xs: number[]) => r1(xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
+  return {
+    label: 'STUB: measured in plain Node with the vscode module replaced by a do-nothing stub, only to time the bundle (load + activate()); not a VS Code measurement',
+    load_ms: med(runs.map((r) => r.load)),
+    activate_ms: med(runs.map((r) => r.activate)),
+    total_ms: med(runs.map((r) => r.load + r.activate)),
+    heap_after_mb: med(runs.map((r) => r.heapMb)),
+    requires_at_load: runs[0].atLoad,
+    requires_during_activate: runs[0].atActivate,
+    runs: runs.length,
+  };
+}
