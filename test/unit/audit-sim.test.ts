@@ -19,7 +19,7 @@ test('the simulated endpoint\'s log of a three-point sweep audits into three seg
   const log = path.join(dir, 'sim-vllm.log');
   const setup = defaultSimSetup();
   const sim = await startSimServer({ setup, speed: 10, log, statsIntervalS: 1 });
-  const concurrency = [2, 8, 32];
+  const concurrency = [1, 4, 16];
   try {
     const r = await runSweepHere({
       endpoint: sim.url,
@@ -45,7 +45,9 @@ test('the simulated endpoint\'s log of a three-point sweep audits into three seg
     assert.equal(facts.pool_tokens?.value, kvPool(setup).pool_tokens);
     assert.ok(findings.some((f) => f.code === 'audit-kv-pool-matches'), findings.map((f) => f.code).join(', '));
     assert.equal(segs.length, 3, JSON.stringify(segs.map((s) => [s.windows, s.load, s.peak_running, s.starts_after])));
-    assert.deepEqual(segs.map((s) => s.peak_running), concurrency);
+    // Each segment reaches its point's concurrency; the tick at a transition may catch the next
+    // point ramping in, so a peak may read above c, never at the next point's level.
+    segs.forEach((s, k) => assert.ok(s.peak_running >= concurrency[k] && s.peak_running < 2 * concurrency[k], JSON.stringify(segs.map((x) => [x.windows, x.load, x.peak_running]))));
     const cont = findings.filter((f) => f.code === 'audit-prefix-cache-contamination');
     assert.ok(!cont.some((f) => /segment 1 /.test(f.message)), cont.map((f) => f.message).join('\n'));
     assert.ok(cont.length >= 1, 'a fixed seed reuses the first point\'s prompts later');

@@ -54,8 +54,11 @@ export function auditFindings(facts: AuditFacts, tl: Timeline, opts: AuditFindin
   const w = facts.windows;
   out.push(...kvPoolFindings(facts, opts.setup, at, opts.predicted));
   const thr = opts.hitThresholdPct ?? 10;
-  for (const s of tl.segments) {
-    const c = contamination(facts, s, thr, at);
+  for (const [k, s] of tl.segments.entries()) {
+    // When the next point follows with no idle gap, the last window straddles both: its
+    // completions may be the next point's, so it does not count for this one.
+    const straddles = tl.segments[k + 1]?.starts_after === 'load-change';
+    const c = contamination(facts, s, thr, at, straddles ? s.last - 1 : s.last);
     if (c) out.push(c);
   }
   for (const s of tl.segments) {
@@ -160,7 +163,7 @@ function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPat
  * rise: a window above the threshold and above the window before it means this point's requests
  * hit the cache more than the ones before. A rate that only decays is carry-over from earlier.
  */
-function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath): Finding | undefined {
+function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath, lastOwn = s.last): Finding | undefined {
   if (s.hit_max_pct === null || s.hit_max_pct <= thr) return undefined;
   const w = facts.windows;
   const prevHit = (i: number) => {
@@ -168,7 +171,7 @@ function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath)
     return 0;
   };
   const rising: number[] = [];
-  for (let i = s.first; i <= s.last; i++) if (w.hit[i] > thr && w.hit[i] - prevHit(i) >= 0.5) rising.push(i);
+  for (let i = s.first; i <= lastOwn; i++) if (w.hit[i] > thr && w.hit[i] - prevHit(i) >= 0.5) rising.push(i);
   if (!rising.length) return undefined;
   const before = prevHit(s.first);
   const lines: [number, string][] = rising.slice(0, 6).map((i) => [w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}% (was ${fmtNum(prevHit(i), 1)}%)`]);

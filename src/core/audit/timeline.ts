@@ -25,7 +25,7 @@ export interface Segment {
   peak_running: number;
   mean_running: number;
   peak_waiting: number;
-  /** Median running + waiting: the load level the segment was split on. */
+  /** Median running + waiting (each window the larger of it and the one before): the level the segment was split on. */
   load: number;
   hit_first_pct: number | null;
   hit_last_pct: number | null;
@@ -59,6 +59,11 @@ export function isIdle(w: WindowSeries, i: number): boolean {
   return w.running[i] === 0 && w.waiting[i] === 0 && w.prompt[i] < 0.05 && w.gen[i] < 0.05;
 }
 
+/** Nothing in flight at the tick, though tokens flowed in the window: a point drained before it. */
+function isDrained(w: WindowSeries, i: number): boolean {
+  return w.running[i] === 0 && w.waiting[i] === 0;
+}
+
 export function detectInterval(w: WindowSeries): number {
   const d: number[] = [];
   for (let i = 1; i < w.length && d.length < 5000; i++) {
@@ -80,7 +85,10 @@ export function buildTimeline(w: WindowSeries): Timeline {
   let busy = 0;
   let idle = 0;
   let missing = 0;
-  const level = (i: number) => w.running[i] + w.waiting[i];
+  // The load at a tick is noisy under synchronized waves (everyone finishes, the client re-sends):
+  // a window's level is the larger of its own and the previous window's, within a run.
+  const raw = (i: number) => w.running[i] + w.waiting[i];
+  const level = (i: number) => (i > 0 && w.t[i] - w.t[i - 1] <= gapLimit && !isIdle(w, i - 1) ? Math.max(raw(i), raw(i - 1)) : raw(i));
   // 1. Busy runs.
   const runs: { first: number; last: number; after: 'start' | 'idle' }[] = [];
   let cur: { first: number; last: number; after: 'start' | 'idle' } | undefined;
@@ -89,6 +97,13 @@ export function buildTimeline(w: WindowSeries): Timeline {
     if (dt > gapLimit) missing += Math.max(0, Math.round(dt / interval) - 1);
     if (isIdle(w, i)) {
       idle++;
+      cur = undefined;
+      continue;
+    }
+    if (isDrained(w, i)) {
+      // Belongs to the run it drains; the next busy window starts a new run.
+      busy++;
+      if (cur && dt <= gapLimit) cur.last = i;
       cur = undefined;
       continue;
     }
@@ -109,19 +124,50 @@ export function buildTimeline(w: WindowSeries): Timeline {
       // A new level must hold for two windows: a lone tail (requests draining) is no new point.
       if (i === r.last) break;
       const next = level(i + 1);
-      if (i - segStart >= 1 && changed(here, ref) && changed(next, ref) && !changed(next, here)) {
+      // Both this window and the next moved away from the segment's level, the same way.
+      if (i - segStart >= 1 && changed(here, ref) && changed(next, ref) && Math.sign(here - ref) === Math.sign(next - ref)) {
         spans.push({ first: segStart, last: i - 1, after });
         segStart = i;
         after = 'load-change';
       }
     }
     spans.push({ first: segStart, last: r.last, after });
+    // A short drop at the very end of a run is the last point draining, not a point of its own.
+    const k = spans.length - 1;
+    if (k > 0 && spans[k].after === 'load-change' && spans[k].last - spans[k].first < 2) {
+      const lv = (sp: { first: number; last: number }) => median(Array.from({ length: sp.last - sp.first + 1 }, (_, j) => level(sp.first + j)));
+      if (lv(spans[k]) < lv(spans[k - 1])) spans[k - 1].last = spans.pop()!.last;
+    }
   }
-  const segments = spans.map((s, index) => summarize(w, s.first, s.last, index, s.after));
+  // A lone window between two levels is a ramp into the next point (or a tail of the last).
+  for (let k = 0; k < spans.length; k++) {
+    const sp = spans[k];
+    if (sp.first !== sp.last) continue;
+    const nx = spans[k + 1];
+    if (nx && nx.after === 'load-change') {
+      nx.first = sp.first;
+      nx.after = sp.after;
+      spans.splice(k--, 1);
+    } else if (k > 0 && sp.after === 'load-change') {
+      spans[k - 1].last = sp.last;
+      spans.splice(k--, 1);
+    }
+  }
+  // Neighbours with no time gap and the same load are one point that drained at a tick.
+  const lvl = (sp: { first: number; last: number }) => median(Array.from({ length: sp.last - sp.first + 1 }, (_, j) => level(sp.first + j)).filter((x) => x > 0));
+  for (let k = spans.length - 1; k > 0; k--) {
+    const a = spans[k - 1];
+    const b = spans[k];
+    if (w.t[b.first] - w.t[a.last] <= gapLimit && !changed(lvl(a), lvl(b))) {
+      a.last = b.last;
+      spans.splice(k, 1);
+    }
+  }
+  const segments = spans.map((s, index) => summarize(w, s.first, s.last, index, s.after, level));
   return { interval_s: interval, busy_windows: busy, idle_windows: idle, missing_windows: missing, segments };
 }
 
-function summarize(w: WindowSeries, first: number, last: number, index: number, after: Segment['starts_after']): Segment {
+function summarize(w: WindowSeries, first: number, last: number, index: number, after: Segment['starts_after'], level: (i: number) => number): Segment {
   let sp = 0;
   let sg = 0;
   let peakRun = 0;
@@ -144,7 +190,7 @@ function summarize(w: WindowSeries, first: number, last: number, index: number, 
     peakKv = Math.max(peakKv, w.kv[i]);
     pre += w.preempt[i];
     reqs += w.reqs[i];
-    levels.push(w.running[i] + w.waiting[i]);
+    levels.push(i === first ? w.running[i] + w.waiting[i] : level(i));
     const h = w.hit[i];
     if (!Number.isNaN(h)) {
       hfirst ??= h;
