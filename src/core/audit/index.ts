@@ -123,7 +123,9 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
     const name = input.paths.length === 1 ? path.basename(input.paths[0]) : input.pattern;
     outputs.push(await plotOutput(timelineSpec(facts.windows, timeline, `vLLM log timeline — ${name}`)));
   }
-  return { input, facts, timeline, timings, findings, values: { ...values, parse_ms: Math.round(timings.total_ms) }, outputs };
+  // Paths relative to the notebook: values are saved in it and must not carry this machine's layout.
+  const files = input.paths.map((p) => path.relative(dir, p) || path.basename(p));
+  return { input, facts, timeline, timings, findings, values: { ...values, files, parse_ms: Math.round(timings.total_ms) }, outputs };
 }
 
 function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, { kind: 'files' }>): CellOutput {
