@@ -89,7 +89,7 @@ await section('editor', '4. editor costs', async () => {
   log(`  .vsix: ${vsix.vsix_kib !== null ? `${vsix.vsix_kib} KiB` : vsix.note}`);
   const mb = Number(process.env.PERF_NOTEBOOK_MB ?? 50);
   const nb = notebookOpenSave(mb);
-  log(`  notebook with ${nb.file_mb} MB of outputs: open ${nb.open_ms} ms, save ${nb.save_ms} ms`);
+  log(`  notebook holding ${mb} MB of outputs (compact JSON; the pretty-printed file is ${nb.file_mb} MB): open ${nb.open_ms} ms, save ${nb.save_ms} ms`);
   const act = activation(root);
   if ('error' in act) log(`  activation: ${act.error}`);
   else {

@@ -212,7 +212,7 @@ export function notebookOpenSave(mb: number) {
       runs.push({ open: t1 - t0, save: t2 - t1 });
     }
     const med = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    return { file_mb: r1(size / 1e6), open_ms: Math.round(med(runs.map((r) => r.open))), save_ms: Math.round(med(runs.map((r) => r.save))), runs: 3, note: 'median of 3; open = read + UTF-8 decode + parseNotebook + items to bytes (the serializer); save = items from bytes + serializeNotebook + encode + write' };
+    return { outputs_mb: mb, file_mb: r1(size / 1e6), open_ms: Math.round(med(runs.map((r) => r.open))), save_ms: Math.round(med(runs.map((r) => r.save))), runs: 3, note: 'median of 3; open = read + UTF-8 decode + parseNotebook + items to bytes (the serializer); save = items from bytes + serializeNotebook + encode + write' };
   } finally {
     fs.rmSync(file, { force: true });
     fs.rmSync(file + '.saved', { force: true });
