@@ -41,6 +41,17 @@ export function finding(
   return { severity, code, message, path, ...extra };
 }
 
+/** The same finding reached twice (analysis while typing and after a run) is shown once. */
+export function dedupeFindings(fs: Finding[]): Finding[] {
+  const seen = new Set<string>();
+  return fs.filter((f) => {
+    const k = `${f.code}|${f.path.join('.')}|${f.message}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+}
+
 /** One line of text per finding, as the CLI prints them. */
 export function formatFinding(f: Finding): string {
   const where = f.path.length ? ` at ${f.path.join('.')}` : '';

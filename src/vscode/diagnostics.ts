@@ -6,7 +6,7 @@
  */
 import * as vscode from 'vscode';
 import { analyzeCells } from '../core/engine/engine';
-import type { Finding } from '../core/findings';
+import { dedupeFindings, type Finding } from '../core/findings';
 import { parseCell, rangeOfPath, setValueInSource, type SourceRange } from '../core/notebook/cellSource';
 import { findingsOfOutputs } from './controller';
 import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
@@ -116,7 +116,7 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
         this.runFindings.delete(uri.toString());
         fromRun = [];
       } else fromRun = cell.document.version <= 1 ? findingsOfOutputs(cell) : [];
-      const all = dedupe([...analyzed[cell.index].filter((f) => !QUIET_WHILE_TYPING.has(f.code)), ...fromRun]);
+      const all = dedupeFindings([...analyzed[cell.index].filter((f) => !QUIET_WHILE_TYPING.has(f.code)), ...fromRun]);
       const parsed = parseCell(source);
       const diags = all.map((f) => {
         const d = new vscode.Diagnostic(toRange(rangeOfPath(parsed, f.path, (f as { offset?: [number, number] }).offset)), messageOf(f), severityOf(f));
@@ -184,12 +184,3 @@ function relatedOf(f: Finding, cells: vscode.NotebookCell[]): vscode.DiagnosticR
   return out.length ? out : undefined;
 }
 
-function dedupe(fs: Finding[]): Finding[] {
-  const seen = new Set<string>();
-  return fs.filter((f) => {
-    const k = `${f.code}|${f.path.join('.')}|${f.message}`;
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
-}

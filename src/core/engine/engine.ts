@@ -6,7 +6,7 @@
 import * as path from 'node:path';
 import { z } from 'zod';
 import { runChecks } from '../checks';
-import { CellError, finding, type Finding } from '../findings';
+import { CellError, dedupeFindings, finding, type Finding } from '../findings';
 import { parseCell, type ParsedCell } from '../notebook/cellSource';
 import { KINDS } from '../kinds';
 import { applySetupOverrides, SETUP_KEYS } from '../kinds/setup';
@@ -148,7 +148,7 @@ export function analyzeCells(sources: string[], dir: string, services: Services 
   const nb = createNotebookContext(dir, services);
   return sources.map((src, i) => {
     const p = prepareCell(src, i, nb);
-    if (!p.kind || p.cell === undefined || p.findings.some((f) => f.severity === 'error')) return dedupe(p.findings);
+    if (!p.kind || p.cell === undefined || p.findings.some((f) => f.severity === 'error')) return dedupeFindings(p.findings);
     const ctx: AnalyzeContext = { notebook: nb, setup: p.setup, cellIndex: i };
     const fs: Finding[] = [...p.findings];
     try {
@@ -158,7 +158,7 @@ export function analyzeCells(sources: string[], dir: string, services: Services 
     } catch (e) {
       fs.push(errorFinding(e));
     }
-    return dedupe(fs);
+    return dedupeFindings(fs);
   });
 }
 
@@ -174,15 +174,6 @@ function errorFinding(e: unknown): Finding {
   return finding('error', 'internal', `Internal error: ${(e as Error)?.message ?? e}`);
 }
 
-function dedupe(fs: Finding[]): Finding[] {
-  const seen = new Set<string>();
-  return fs.filter((f) => {
-    const k = `${f.code}|${f.path.join('.')}|${f.message}`;
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
-}
 
 export interface RunCellOptions {
   signal?: AbortSignal;
@@ -226,7 +217,7 @@ export async function runCell(source: string, cellIndex: number, nb: NotebookCon
       progress: (u) => opts.onProgress?.(u),
     });
     const values = out.values ?? {};
-    const findings = dedupe([
+    const findings = dedupeFindings([
       ...p.findings,
       ...(out.findings ?? []),
       ...(p.kind.analyze?.(p.cell, { notebook: nb, setup: p.setup, cellIndex }) ?? []),
