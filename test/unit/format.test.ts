@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { FORMAT_VERSION, NotebookFormatError, parseNotebook, serializeNotebook, type NbCell, type Notebook } from '../../src/core/notebook/format';
+import { FORMAT_VERSION, itemFromBytes, itemToBytes, NotebookFormatError, parseNotebook, serializeNotebook, type NbCell, type Notebook } from '../../src/core/notebook/format';
 
 // ---------------------------------------------------------------- arbitraries
 
@@ -381,4 +381,80 @@ test('a future format version is refused with the version and what to do', () =>
     }),
     { numRuns: 50 },
   );
+});
+
+test('any text or JSON at all: a whole notebook or a NotebookFormatError, never another exception', () => {
+  // Notebook-shaped JSON with random parts, so that most inputs get past JSON and into the schema.
+  const anyValue = fc.jsonValue({ maxDepth: 3 });
+  const shaped = fc.record(
+    {
+      inflab: fc.oneof(fc.constant(1), anyValue),
+      metadata: anyValue,
+      cells: fc.oneof(
+        anyValue,
+        fc.array(
+          fc.record(
+            {
+              kind: fc.oneof(fc.constantFrom('code', 'markdown'), anyValue),
+              language: fc.oneof(fc.constant('inflab'), anyValue),
+              source: fc.oneof(fc.array(fc.string()), anyValue),
+              metadata: anyValue,
+              lastRun: fc.oneof(fc.record({ executionOrder: anyValue, success: anyValue }, { requiredKeys: [] }), anyValue),
+              outputs: fc.oneof(fc.array(fc.record({ items: fc.array(fc.record({ mime: anyValue, data: anyValue }, { requiredKeys: [] })), metadata: anyValue }, { requiredKeys: [] })), anyValue),
+              __proto__: anyValue,
+            },
+            { requiredKeys: [] },
+          ),
+          { maxLength: 3 },
+        ),
+      ),
+      extra: anyValue,
+    },
+    { requiredKeys: [] },
+  );
+  const text = fc.oneof(
+    shaped.map((v) => JSON.stringify(v, null, 2)),
+    anyValue.map((v) => JSON.stringify(v)),
+    fc.string({ unit: 'binary', maxLength: 200 }),
+  );
+  let accepted = 0;
+  fc.assert(
+    fc.property(text, (t) => {
+      let nb: Notebook;
+      try {
+        nb = parseNotebook(t);
+      } catch (e) {
+        assert.ok(e instanceof NotebookFormatError, `${e} for ${t.slice(0, 200)}`);
+        assert.ok(e.line === undefined || (e.line >= 1 && e.line <= t.split('\n').length), `line ${e.line} inside the file`);
+        return;
+      }
+      accepted++;
+      // Saved again, it reads back to the same bytes (empty metadata, outputs or lastRun are left out).
+      const again = serializeNotebook(nb);
+      assert.equal(serializeNotebook(parseNotebook(again)), again);
+      assert.deepStrictEqual(parseNotebook(again).cells.map((c) => c.source), nb.cells.map((c) => c.source));
+    }),
+    { numRuns: 1500 },
+  );
+  assert.ok(accepted > 10, `some random notebooks are valid (${accepted})`);
+});
+
+test('a schema error under an escaped property name is placed on its line', () => {
+  const text = '{\n  "inflab": 1,\n  "ce\\u006cls": [\n    {"kind": "code", "language": "inflab",\n     "source": 5}\n  ]\n}\n';
+  assert.throws(
+    () => parseNotebook(text),
+    (e: unknown) => e instanceof NotebookFormatError && e.line === 5 && /at cells\[0\]\.source \(line 5\)/.test(e.message),
+  );
+});
+
+test('output items to bytes and back (what the editor holds): text stays text, JSON stays JSON', () => {
+  fc.assert(
+    fc.property(fc.oneof(fc.record({ mime: textMime, data: fc.string({ unit: 'binary', maxLength: 100 }) }), fc.record({ mime: jsonMime, data: json })), (it) => {
+      const back = itemFromBytes(it.mime, itemToBytes(it));
+      assert.deepStrictEqual(back, { mime: it.mime, data: it.data });
+    }),
+    { numRuns: 500 },
+  );
+  // JSON mime whose bytes are not JSON: kept as the text, not dropped.
+  assert.deepStrictEqual(itemFromBytes('application/json', new TextEncoder().encode('{broken')), { mime: 'application/json', data: '{broken' });
 });

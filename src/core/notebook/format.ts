@@ -254,7 +254,15 @@ class JsonScanner {
         this.ws();
         if (t[this.i] !== '"') this.fail(`expected a "quoted" property name, found ${this.show()}`);
         const at = this.i;
-        const key = this.string();
+        const raw = this.string();
+        let key = raw;
+        if (raw.includes('\\')) {
+          try {
+            key = JSON.parse(`"${raw}"`) as string; // "ce\u006cls" is "cells"
+          } catch {
+            // a bad escape: reported by the scan itself
+          }
+        }
         this.ws();
         if (t[this.i] !== ':') this.fail(`expected ":" after the property name "${key.slice(0, 40)}", found ${this.show()}`);
         this.i++;
