@@ -23,7 +23,7 @@ import { splitDocuments } from '../../src/cli/commands/eval';
 import { analyzeCells, createNotebookContext, prepareCell, runCell } from '../../src/core/engine/engine';
 import type { CellResult, NotebookContext } from '../../src/core/engine/types';
 import type { Finding } from '../../src/core/findings';
-import { parseCell, rangeOfPath, type SourceRange } from '../../src/core/notebook/cellSource';
+import { offsetOf, parseCell, pathAt, positionAt, rangeOfPath, setValueInSource, type SourceRange } from '../../src/core/notebook/cellSource';
 import { parseNotebook, serializeNotebook } from '../../src/core/notebook/format';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -160,7 +160,8 @@ const extreme = fc
     return seed.slice(0, m.index) + v + seed.slice(m.index! + m[0].length);
   });
 
-const mutated = fc.tuple(fc.constantFrom(...CORPUS), fc.array(mutation, { minLength: 1, maxLength: 4 })).map(([seed, ms]) => ms.reduce((s, m) => m(s), seed));
+const mutatedOf = (seeds: string[], max = 4) => fc.tuple(fc.constantFrom(...seeds), fc.array(mutation, { minLength: 1, maxLength: max })).map(([seed, ms]) => ms.reduce((s, m) => m(s), seed));
+const mutated = mutatedOf(CORPUS);
 
 // ---------------------------------------------------------------- checks
 
@@ -322,4 +323,53 @@ test('targeted: nesting, alias bombs, duplicate keys, tabs and huge numbers give
   assert.match(e!.message, /unique|duplicate/i);
   const r = rangeOfPath(parseCell('predict: decode-roofline\ncontext: 1k tokens\ncontext: 2k tokens\nbatch: [1]'), e!.path, (e as { offset?: [number, number] }).offset);
   assert.equal(r.start.line, 2, 'on the second "context" line');
+});
+
+test('positions: offsetOf and positionAt agree on every place of any text (LF, CRLF, lone CR); pathAt never throws', () => {
+  fc.assert(
+    fc.property(fc.oneof(mutated, fc.array(fc.constantFrom('a', ' ', ':', '\n', '\r\n', '\r', 'é', '𝟙'), { maxLength: 40 }).map((x) => x.join(''))), (src) => {
+      const lines = src.split(/\r\n|\r|\n/);
+      for (let line = 0; line < lines.length; line++) {
+        for (let character = 0; character <= lines[line].length; character++) {
+          const off = offsetOf(src, { line, character });
+          assert.deepStrictEqual(positionAt(src, off), { line, character }, `line ${line} char ${character}`);
+        }
+      }
+      const parsed = parseCell(src);
+      for (let o = 0; o <= src.length; o += Math.max(1, Math.floor(src.length / 20))) pathAt(parsed, positionAt(src, o));
+    }),
+    { numRuns: 300, interruptAfterTimeLimit: 4_000 },
+  );
+});
+
+/** Cells whose findings carry quick fixes, in flow and block style, with comments in the way. */
+const WITH_QUICK_FIXES = [
+  'setup: s\ngpu: {bandwidth: 2039 GB/s, bf16: 312 TFLOPS, memory: 80 GB}\nmodel: qwen3-8b\n',
+  'setup: s\ngpu:\n  bandwidth: 2039 GB/s\n  bf16: 312 TFLOPS\n  memory: 80 GB   # as the data sheet says\nmodel: qwen3-8b\n',
+  'setup: s\r\ngpu:\r\n  bandwidth: 2039 GB/s\r\n  bf16: 312 TFLOPS\r\n  memory: "80 GB"\r\nmodel: qwen3-8b\r\n',
+  'predict: kv-pool\ngpu: {bandwidth: 2039 GB/s, bf16: 312 TFLOPS, memory: 80 GB}\nmodel: qwen3-8b\n',
+  'predict: serving\ninput: 1000 tokens\noutput: 100 tokens\nconcurrency: [1, 2]\nrequests: 10\nseed: 42\n',
+  'bench: sweep\ninput: 1000 tokens\noutput: 100 tokens\nconcurrency: [1, 2]\nseed: 42   # one prompt set for every point\n',
+  'bench: sweep\ninput: 1000 tokens\noutput: 100 tokens\nconcurrency:\n  - 1\n  - 8\nseed: 7\nslo: {ttft_p99: 500 ms}\n',
+];
+
+test('quick fixes on mutated cells apply cleanly: the edited cell still parses as YAML', () => {
+  let applied = 0;
+  fc.assert(
+    fc.property(fc.oneof(mutated, extreme, fc.constantFrom(...CORPUS, ...WITH_QUICK_FIXES), mutatedOf(WITH_QUICK_FIXES, 2)), (src) => {
+      const [, fs] = analyzeCells([SETUP, src], DIR);
+      for (const f of fs) {
+        if (!f.quickFix) continue;
+        const edited = setValueInSource(src, f.quickFix.edit.path, f.quickFix.edit.value);
+        applied++;
+        const p = parseCell(edited);
+        assert.deepStrictEqual(p.errors.filter((e) => e.code === 'yaml-syntax'), [], `quick fix "${f.quickFix.title}" on ${JSON.stringify(src)} gave ${JSON.stringify(edited)}`);
+        // And it fixes what it says: the same finding is gone.
+        const [, after] = analyzeCells([SETUP, edited], DIR);
+        assert.ok(!after.some((g) => g.code === f.code && g.path.join('.') === f.path.join('.')), `quick fix "${f.quickFix.title}" left [${f.code}] in ${JSON.stringify(edited)}`);
+      }
+    }),
+    { numRuns: 400, interruptAfterTimeLimit: 5_000 },
+  );
+  console.log(`quick fixes applied: ${applied}`);
 });
