@@ -1,5 +1,10 @@
 // Three bundles (plus the bench worker): the extension host (CommonJS, vscode external), the
 // notebook renderer (ESM for the browser) and the CLI (Node). `--watch` rebuilds on change.
+//
+// The heavy libraries of the Node bundles live in files of their own beside them, loaded only when
+// first used: dist/undici.js (the bench client, the audit's /metrics fetch) and dist/vega.js (vega
+// and vega-lite, for plots' SVG). The extension host compiles every byte of extension.js when the
+// extension activates, so what no cell needs at once stays out of it.
 import * as esbuild from 'esbuild';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -19,6 +24,39 @@ const vegaCanvasShim = {
   },
 };
 
+// zod's `z` namespace carries every locale's error messages (some 60 languages); the cells' messages
+// are InfLab's own (English), so the bundles keep only zod's English one.
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: 'export { default as en } from "./en.js";', loader: 'js' }));
+  },
+};
+
+/** Library → the file it is bundled into (beside the bundles) and the export that is the library. */
+const VENDOR = {
+  undici: { file: './undici.js', get: '' },
+  vega: { file: './vega.js', get: '.vega' },
+  'vega-lite': { file: './vega.js', get: '.vegaLite' },
+};
+const vendorEntries = {
+  undici: 'module.exports = require("undici");',
+  vega: 'exports.vega = require("vega"); exports.vegaLite = require("vega-lite");',
+};
+
+// Every `import … from 'undici'` (or 'vega', 'vega-lite') in a Node bundle becomes a require of the
+// file beside it. A module that imports it lazily (`await import(…)`, or a module reached only that
+// way) requires the file only when it first runs.
+const lazyVendor = {
+  name: 'lazy-vendor',
+  setup(b) {
+    const names = new RegExp(`^(${Object.keys(VENDOR).join('|')})$`);
+    b.onResolve({ filter: names }, (a) => ({ path: a.path, namespace: 'vendor' }));
+    b.onResolve({ filter: /^\.\/.*\.js$/, namespace: 'vendor' }, (a) => ({ path: a.path, external: true }));
+    b.onLoad({ filter: /.*/, namespace: 'vendor' }, (a) => ({ contents: `module.exports = require(${JSON.stringify(VENDOR[a.path].file)})${VENDOR[a.path].get};`, loader: 'js' }));
+  },
+};
+
 const node = {
   bundle: true,
   platform: 'node',
@@ -28,16 +66,25 @@ const node = {
   minify: !dev,
   legalComments: 'none',
   logLevel: 'warning',
-  plugins: [vegaCanvasShim],
-  // import.meta.url has no meaning in a CommonJS bundle; map it to the file's own URL.
-  define: { 'import.meta.url': 'importMetaUrl' },
-  banner: { js: 'const importMetaUrl = require("url").pathToFileURL(__filename).href;' },
+  plugins: [vegaCanvasShim, zodEnglishOnly],
+  // import.meta has no meaning in a CommonJS bundle (esbuild would leave it empty): map it to an
+  // object with the bundle file's own URL and a resolve() that answers as ESM's does (a file URL).
+  define: { 'import.meta': 'importMeta' },
+  banner: {
+    js: 'const importMeta = { url: require("url").pathToFileURL(__filename).href, resolve: (s) => require("url").pathToFileURL(require.resolve(s)).href };',
+  },
 };
 
+const lazy = { ...node, plugins: [...node.plugins, lazyVendor] };
+// The vendor files themselves, from a one-line entry each (stdin).
+const vendor = (name) => ({ ...node, entryPoints: undefined, stdin: { contents: vendorEntries[name], resolveDir: root, sourcefile: `${name}-entry.js`, loader: 'js' }, outfile: path.join(dist, `${name}.js`) });
+
 const builds = [
-  { ...node, entryPoints: { extension: 'src/vscode/extension.ts' }, external: ['vscode'] },
-  { ...node, entryPoints: { cli: 'src/cli/main.ts' }, banner: { js: '#!/usr/bin/env node\n' + node.banner.js } },
-  { ...node, entryPoints: { 'bench-worker': 'src/core/bench/worker.ts' } },
+  { ...lazy, entryPoints: { extension: 'src/vscode/extension.ts' }, external: ['vscode'] },
+  { ...lazy, entryPoints: { cli: 'src/cli/main.ts' }, banner: { js: '#!/usr/bin/env node\n' + node.banner.js } },
+  { ...lazy, entryPoints: { 'bench-worker': 'src/core/bench/worker.ts' } },
+  vendor('undici'),
+  vendor('vega'),
   {
     entryPoints: { renderer: 'src/renderer/index.ts' },
     bundle: true,
@@ -49,7 +96,7 @@ const builds = [
     legalComments: 'none',
     logLevel: 'warning',
   },
-].filter((b) => Object.values(b.entryPoints).every((e) => fs.existsSync(path.join(root, e))));
+].filter((b) => !b.entryPoints || Object.values(b.entryPoints).every((e) => fs.existsSync(path.join(root, e))));
 
 fs.mkdirSync(dist, { recursive: true });
 // The package is "type": "module"; the Node bundles are CommonJS, so dist says so.
@@ -57,10 +104,10 @@ fs.writeFileSync(path.join(dist, 'package.json'), JSON.stringify({ type: 'common
 
 const t0 = performance.now();
 if (watch) {
-  for (const b of builds) await (await esbuild.context({ ...b, absWorkingDir: root, outdir: dist })).watch();
+  for (const b of builds) await (await esbuild.context({ ...b, absWorkingDir: root, ...(b.outfile ? {} : { outdir: dist }) })).watch();
   console.log('watching…');
 } else {
-  await Promise.all(builds.map((b) => esbuild.build({ ...b, absWorkingDir: root, outdir: dist })));
+  await Promise.all(builds.map((b) => esbuild.build({ ...b, absWorkingDir: root, ...(b.outfile ? {} : { outdir: dist }) })));
   fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
   const sizes = fs.readdirSync(dist).filter((f) => f.endsWith('.js')).map((f) => `${f} ${(fs.statSync(path.join(dist, f)).size / 1024).toFixed(0)} KiB`);
   console.log(`built in ${Math.round(performance.now() - t0)} ms: ${sizes.join(', ')}`);

@@ -53,6 +53,9 @@ const REQUIRED = [
   'extension/dist/extension.js',
   'extension/dist/renderer.js',
   'extension/dist/bench-worker.js',
+  // loaded on first use by the bundles above (scripts/build.mjs)
+  'extension/dist/undici.js',
+  'extension/dist/vega.js',
   'extension/syntaxes/inflab.tmLanguage.json',
   'extension/language-configuration.json',
   'extension/README.md',

@@ -6,7 +6,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { runAudit } from '../audit';
 import { isGlob, resolveAuditInput } from '../audit/inputs';
 import type { AnalyzeContext, KindModule, NotebookContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
@@ -68,6 +67,8 @@ export const auditKind: KindModule<Cell> = {
     }
     const r = resolveAuditInput(v, ctx.notebook.dir);
     if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
+    // The parser and the /metrics fetch (undici) load only when an audit cell runs.
+    const { runAudit } = await import('../audit');
     try {
       const res = await runAudit(v, ctx.notebook.dir, {
         setup: ctx.setup,

@@ -4,8 +4,10 @@
  * metrics, in a worker thread, with the output growing point by point.
  */
 import { z } from 'zod';
-import { runSweep, type PointResult, type SweepOptions } from '../bench';
-import { benchFindings, benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable, type ReportSpec } from '../bench/report';
+// The client (undici, worker threads) and the report load only when a bench cell runs: the schema
+// and analyze stay here, for diagnostics as you type.
+import type { PointResult, SweepOptions } from '../bench';
+import type { ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
@@ -106,6 +108,7 @@ function stopAbove(cell: Cell): number | undefined {
 }
 
 async function run(cell: Cell, ctx: RunContext) {
+  const [{ runSweep }, { benchFindings, benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable }] = await Promise.all([import('../bench'), import('../bench/report')]);
   const setup = ctx.setup!;
   const services = ctx.notebook.services;
   let endpoint = setup.endpoint ?? 'sim';

@@ -5,16 +5,13 @@
  * gap decomposed into step overhead and prefill (plus scheduling) tax.
  */
 import { z } from 'zod';
-import { FORMULAS, summarizeRecords, type PointMetrics } from '../bench/metrics';
+import type { PointMetrics } from '../bench/metrics';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
 import { finding, type Finding } from '../findings';
 import { decodeRoofline, prefillFloorSimple } from '../physics';
 import { plotOutput } from '../plots/render';
-import { ENGINE_DEFAULTS, SimEngine } from '../sim/engine';
-import { runLoad } from '../sim/load';
-import { seedOf } from '../sim/rng';
 import { fmtNum } from '../units';
 
 const schema = z
@@ -92,6 +89,8 @@ export const servingKind: KindModule<Cell> = {
     return out;
   },
   async run(cell, ctx) {
+    // The simulated engine and the metrics load only when the cell runs.
+    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, SimEngine }, { runLoad }, { seedOf }] = await Promise.all([import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')]);
     const setup = ctx.setup!;
     const input = Math.round(cell.input.value);
     const output = Math.round(cell.output.value);
