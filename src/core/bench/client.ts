@@ -69,11 +69,114 @@ export interface RawResult {
 
 export const now: () => number = () => performance.now();
 
-/** Remove a key and anything that looks like a bearer token from a text meant to be shown or stored. */
+/**
+ * Redaction. A server can send the key back in any text it controls (an error body, a model id, a
+ * chunk), whole or in part: cut to a length, masked in the middle, base64-encoded inside an echoed
+ * header. So besides the whole key, every run of REDACT_PIECE or more characters that also occurs
+ * in the key (or in one of its encodings) is removed, case-insensitively for ASCII. Keys shorter than
+ * REDACT_MIN_KEY are only removed whole (a short key's pieces are not distinctive).
+ */
+export const REDACT_PIECE = 8;
+const REDACT_MIN_KEY = 12;
+const MARK = '[redacted]';
+
+/** The forms a key can come back in: itself, JSON- and URL-escaped, and base64 at each byte alignment. */
+function keyForms(key: string): string[] {
+  const forms = new Set<string>([key, JSON.stringify(key).slice(1, -1), encodeURIComponent(key)]);
+  const bytes = Buffer.from(key);
+  for (let pad = 0; pad < 3; pad++) {
+    // The key's bytes at offset `pad` within a base64 group: drop the characters the neighbours share.
+    const b64 = Buffer.concat([Buffer.alloc(pad), bytes]).toString('base64').replace(/=+$/, '');
+    const core = b64.slice(pad ? 4 : 0, b64.length - 3);
+    if (core.length >= REDACT_PIECE) {
+      forms.add(core);
+      forms.add(core.replace(/\+/g, '-').replace(/\//g, '_'));
+    }
+  }
+  return [...forms];
+}
+
+const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+
+interface Redactor {
+  key: string;
+  pieces: Set<string>;
+}
+let lastRedactor: Redactor | undefined;
+
+function redactorFor(key: string): Redactor {
+  if (lastRedactor?.key === key) return lastRedactor;
+  const pieces = new Set<string>();
+  for (const f of keyForms(key)) {
+    const l = asciiLower(f);
+    for (let i = 0; i + REDACT_PIECE <= l.length; i++) pieces.add(l.slice(i, i + REDACT_PIECE));
+  }
+  lastRedactor = { key, pieces };
+  return lastRedactor;
+}
+
+/** Remove every run of the text that shares REDACT_PIECE or more characters with the key or its forms. */
+function redactKey(text: string, key: string): string {
+  if (key.length < REDACT_MIN_KEY) return text.split(key).join(MARK);
+  const { pieces } = redactorFor(key);
+  const l = asciiLower(text);
+  let out = '';
+  let last = 0;
+  let from = -1;
+  let to = -1;
+  for (let i = 0; i + REDACT_PIECE <= l.length; i++) {
+    if (!pieces.has(l.slice(i, i + REDACT_PIECE))) continue;
+    if (from >= 0 && i <= to) to = i + REDACT_PIECE;
+    else {
+      if (from >= 0) {
+        out += text.slice(last, from) + MARK;
+        last = to;
+      }
+      from = i;
+      to = i + REDACT_PIECE;
+    }
+  }
+  if (from < 0) return text;
+  return out + text.slice(last, from) + MARK + text.slice(to);
+}
+
+/**
+ * Remove the key (whole, in part, or encoded; see above) and anything that looks like a bearer token
+ * or an Authorization value from a text meant to be shown or stored.
+ */
 export function redact(text: string, key?: string): string {
   let s = text;
-  if (key && key.length >= 4) s = s.split(key).join('[redacted]');
-  return s.replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+)?[^\s"',}]+/gi, '$1[redacted]').replace(/bearer\s+[A-Za-z0-9._~+/=-]{4,}/gi, 'Bearer [redacted]');
+  if (key && key.length >= 4) s = redactKey(s, key);
+  return s.replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+)?[^\s"',}]+/gi, '$1[redacted]').replace(/bearer\s+(?!\[redacted\])[A-Za-z0-9._~+/=-]{4,}/gi, 'Bearer [redacted]');
+}
+
+/** The first `n` characters of a server's text, redacted before the cut (a cut through the key would leave part of it). */
+export function redactCut(text: string, n: number, key?: string): string {
+  return redact(text.slice(0, n + 1024), key).slice(0, n);
+}
+
+/**
+ * Redact every string in a value (objects and arrays walked, in place), for results assembled from
+ * what a server sent. Numbers and other values are left as they are.
+ */
+export function redactDeep<T>(value: T, key?: string): T {
+  const walk = (v: unknown, depth: number): unknown => {
+    if (typeof v === 'string') return redact(v, key);
+    if (v === null || typeof v !== 'object' || depth > 64) return v;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const x = v[i];
+        if (typeof x === 'number') continue;
+        v[i] = walk(x, depth + 1);
+      }
+      return v;
+    }
+    if (ArrayBuffer.isView(v)) return v;
+    const o = v as Record<string, unknown>;
+    for (const k of Object.keys(o)) o[k] = walk(o[k], depth + 1);
+    return v;
+  };
+  return walk(value, 0) as T;
 }
 
 export function normalizeBaseUrl(url: string): string {
@@ -200,7 +303,7 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
       } else if (status !== 200) {
         r.errorKind = classifyStatus(status);
         // Redact before cutting to 500 characters: a cut through the key would leave part of it unredacted.
-        r.errorMessage = `HTTP ${status}: ${redact(errBody.trim(), cfg.apiKey).slice(0, 500) || '(empty body)'}`;
+        r.errorMessage = `HTTP ${status}: ${redactCut(errBody.trim(), 500, cfg.apiKey) || '(empty body)'}`;
       } else if (done || usageSeen) {
         if (!chunkAt.length) {
           r.errorKind = 'empty';
@@ -262,16 +365,16 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
       try {
         obj = JSON.parse(utf8(payload));
       } catch {
-        fail('malformed-json', `a chunk is not JSON: ${utf8(payload.slice(0, 120))}`);
+        fail('malformed-json', `a chunk is not JSON: ${redactCut(utf8(payload.slice(0, 4096)), 120, cfg.apiKey)}`);
         return;
       }
       if (obj === null || typeof obj !== 'object') {
-        fail('malformed-json', `a chunk is not a JSON object: ${utf8(payload.slice(0, 120))}`);
+        fail('malformed-json', `a chunk is not a JSON object: ${redactCut(utf8(payload.slice(0, 4096)), 120, cfg.apiKey)}`);
         return;
       }
       if (obj.error) {
         const m = typeof obj.error === 'string' ? obj.error : (obj.error.message ?? JSON.stringify(obj.error));
-        fail('api-error', `error in the stream: ${String(m).slice(0, 300)}`);
+        fail('api-error', `error in the stream: ${redactCut(String(m), 300, cfg.apiKey)}`);
         return;
       }
       const choices = obj.choices;
@@ -315,7 +418,7 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
         } else if (line.charCodeAt(0) === 58 /* ':' comment */ || line.startsWith('event:') || line.startsWith('id:') || line.startsWith('retry:')) {
           // not used by OpenAI-compatible streams
         } else {
-          fail('malformed-sse', `not an SSE line: ${utf8(line.slice(0, 120))}`);
+          fail('malformed-sse', `not an SSE line: ${redactCut(utf8(line.slice(0, 4096)), 120, cfg.apiKey)}`);
           return;
         }
       }

@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { redact } from './client';
+import { redact, redactDeep } from './client';
 import { runSweepHere, type PointResult, type SweepHooks, type SweepInfo, type SweepOptions, type SweepResult } from './sweep';
 import type { WorkerMessage } from './worker';
 
@@ -123,18 +123,34 @@ function inWorker(script: string, opts: SweepOptions, hooks: RunSweepControl): P
  * points are kept, stopped.reason = "cancelled"). Never throws for endpoint trouble.
  */
 export async function runSweep(opts: SweepOptions, hooks: RunSweepControl = {}): Promise<SweepResult> {
-  const mode = hooks.worker ?? 'auto';
-  if (mode !== 'off') {
-    const script = resolveWorkerScript(mode);
-    if (script) {
-      try {
-        return await inWorker(script, opts, hooks);
-      } catch (e) {
-        if (!(e instanceof WorkerStartError)) throw e;
-        // fall through: in-thread
+  const key = opts.apiKey;
+  // Whatever came from the server is redacted where it is made; every result is scrubbed once more
+  // here, on the side that hands it to the host, whichever thread produced it.
+  const scrubbed: RunSweepControl = {
+    ...hooks,
+    onInfo: hooks.onInfo && ((i) => hooks.onInfo!(redactDeep(i, key))),
+    onPoint: hooks.onPoint && ((p) => hooks.onPoint!(redactDeep(p, key))),
+    onProgress: hooks.onProgress && ((p) => hooks.onProgress!(redactDeep(p, key))),
+  };
+  try {
+    const mode = hooks.worker ?? 'auto';
+    if (mode !== 'off') {
+      const script = resolveWorkerScript(mode);
+      if (script) {
+        try {
+          return redactDeep(await inWorker(script, opts, scrubbed), key);
+        } catch (e) {
+          if (!(e instanceof WorkerStartError)) throw e;
+          // fall through: in-thread
+        }
       }
     }
+    const r = await runSweepHere(opts, scrubbed);
+    return redactDeep({ ...r, thread: 'main' as const }, key);
+  } catch (e) {
+    const err = e instanceof Error ? e : new Error(String(e));
+    err.message = redact(err.message, key);
+    if (err.stack) err.stack = redact(err.stack, key);
+    throw err;
   }
-  const r = await runSweepHere(opts, hooks);
-  return { ...r, thread: 'main' };
 }

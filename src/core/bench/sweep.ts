@@ -6,7 +6,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
-import { createAgent, getText, normalizeBaseUrl, redact, type BenchApi, type ClientConfig } from './client';
+import { createAgent, getText, normalizeBaseUrl, redact, redactDeep, type BenchApi, type ClientConfig } from './client';
 import { runPoint, type LagStats } from './loadgen';
 import { summarizeRecords, type Dist, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
@@ -138,8 +138,10 @@ async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{
         if (r.status === 200) {
           try {
             const j = JSON.parse(r.body);
-            model = j?.data?.[0]?.id;
-            maxModelLen = j?.data?.[0]?.max_model_len;
+            const id = j?.data?.[0]?.id;
+            if (typeof id === 'string' && id) model = id;
+            const len = j?.data?.[0]?.max_model_len;
+            if (typeof len === 'number' && Number.isFinite(len)) maxModelLen = len;
             const sp = j?.data?.[0]?.inflab_sim_speed;
             if (typeof sp === 'number' && sp > 0 && sp !== 1) simSpeed = sp;
           } catch {
@@ -153,7 +155,7 @@ async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{
       }
       times.push(r.ms);
     } catch (e) {
-      notes.push(`cannot reach ${o.endpoint}: ${(e as Error).message}`);
+      notes.push(`cannot reach ${normalizeBaseUrl(o.endpoint).replace(/\/\/[^@/]*@/, '//')}: ${(e as Error).message}`);
       break;
     }
   }
@@ -202,15 +204,19 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
   let stopped: SweepResult['stopped'];
   try {
     const pr = await probe(agent, o, notes);
+    // Requests name the model as the server does; everything shown or stored names it redacted
+    // (a hostile server can put the key, or part of it, in a model id).
     const model = o.model ?? pr.model ?? 'default';
+    const shownModel = redact(model, o.apiKey);
     if (!o.model && !pr.model) notes.push('no model name from /v1/models; requests name "default"');
+    if (shownModel !== model) notes.push('the model name from the endpoint contained the API key (or part of it); it is shown redacted');
     const speed = pr.simSpeed ?? 1;
     if (speed !== 1) notes.push(`the simulated endpoint runs ${speed}× faster than simulated time: latencies and throughputs are reported in simulated time (measured × ${speed})`);
     const baseline = o.scrape === false ? undefined : await scrape(agent, o);
     const metricsAvailable = !!baseline && [...baseline.keys()].some((k) => k.startsWith('vllm:'));
     if (o.scrape !== false && !metricsAvailable) notes.push('the endpoint has no vLLM /metrics: no server evidence (prefix-cache hit rate, preemptions)');
-    const info: SweepInfo = { endpoint: normalizeBaseUrl(o.endpoint), model, maxModelLen: pr.maxModelLen, rtt: pr.rtt, metricsAvailable, notes, runId };
-    hooks.onInfo?.(info);
+    const info: SweepInfo = redactDeep({ endpoint: normalizeBaseUrl(o.endpoint), model: shownModel, maxModelLen: pr.maxModelLen, rtt: pr.rtt, metricsAvailable, notes, runId }, o.apiKey);
+    hooks.onInfo?.({ ...info, notes: [...info.notes] });
     const cfg: ClientConfig = {
       baseUrl: o.endpoint,
       api: o.api ?? 'completions',
@@ -326,6 +332,8 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         stopped = { reason: 'cancelled', afterPoint: i - 1, message: `cancelled during point ${i + 1} of ${loads.length} (${label}); ${i} finished point(s) kept` };
         break;
       }
+      // Error messages were redacted where they were made; this catches any other server text.
+      redactDeep(p, o.apiKey);
       points.push(p);
       hooks.onPoint?.(p);
       if (o.stopAbove !== undefined && metrics.failure_rate > o.stopAbove && i < loads.length - 1) {
@@ -337,7 +345,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         break;
       }
     }
-    return { ...info, points, stopped };
+    return redactDeep({ ...info, notes: notes.map((n) => redact(n, o.apiKey)), points, stopped }, o.apiKey);
   } finally {
     await agent.destroy().catch(() => undefined);
   }
