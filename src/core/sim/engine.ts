@@ -19,7 +19,10 @@
 import type { Setup } from '../engine/types';
 import { computePeak, kvBytesPerToken, weightsReadPerStep } from '../physics';
 import { BLOCK_SIZE, kvPool, type KvPool } from '../physics/kvPool';
-import { mulberry32 } from './rng';
+import { Mulberry32 } from './rng';
+
+/** The block size as a module constant (read in the hot loops). */
+const BS: number = BLOCK_SIZE;
 
 /** Defaults, stated in every output that uses them. */
 export const ENGINE_DEFAULTS = {
@@ -104,7 +107,7 @@ export function resolveEngineConfig(opts: EngineOptions): EngineConfig {
     numGpuBlocks: Math.floor(opts.numGpuBlocks ?? pool.blocks),
     eosMeanTokens: opts.eosMeanTokens ?? ENGINE_DEFAULTS.eosMeanTokens,
     seed: opts.seed ?? ENGINE_DEFAULTS.seed,
-    blockSize: BLOCK_SIZE,
+    blockSize: BS,
     pool,
     weightsBytes: weightsReadPerStep(m, setup.weights),
     kvBytesPerToken: kvBytesPerToken(m, setup.kvCache),
@@ -210,6 +213,28 @@ export interface StepResult {
   dropped: SimRequest[];
 }
 
+/**
+ * A run of consecutive pure-decode steps (SimEngine.decodeRun): the same batch, one token per
+ * request per step, nothing admitted, preempted or finished before the last step. Equivalent, step
+ * for step, to calling step() `steps` times. Its arrays are scratch, valid until the next call.
+ */
+export interface DecodeRun {
+  steps: number;
+  /** The batch in schedule order; each request got one token at every step end. */
+  reqs: SimRequest[];
+  numSeqs: number;
+  /** Requests in the engine (running + waiting) during every step of the run. */
+  inSystem: number;
+  overheadS: number;
+  /** Per step k < steps: end time, duration, decode memory time, prefill extra (as in StepResult). */
+  ends: Float64Array;
+  durations: Float64Array;
+  decodeMemS: Float64Array;
+  prefillExtraS: Float64Array;
+  /** Requests that finished at the last step, in schedule order. */
+  finished: SimRequest[];
+}
+
 export interface EngineCounters {
   prefixQueries: number;
   prefixHits: number;
@@ -272,6 +297,71 @@ class Deque<T> {
   }
 }
 
+/**
+ * Block hash → block id, the prefix cache's index: open addressing on typed arrays (linear probing,
+ * backward-shift deletion), sized for every block of the pool holding a hash at once. Same
+ * semantics as a Map<number, number>; much cheaper for 53-bit keys.
+ */
+class HashIndex {
+  private readonly keys: Float64Array;
+  private readonly vals: Int32Array;
+  private readonly mask: number;
+  private readonly shift: number;
+  constructor(maxEntries: number) {
+    let bits = 4;
+    while (1 << bits < 2 * maxEntries && bits < 30) bits++;
+    this.keys = new Float64Array(1 << bits).fill(NaN);
+    this.vals = new Int32Array(1 << bits);
+    this.mask = (1 << bits) - 1;
+    this.shift = 32 - bits;
+  }
+  private home(h: number): number {
+    return Math.imul((h >>> 0) ^ Math.floor(h / 4294967296), 0x9e3779b1) >>> this.shift;
+  }
+  /** The block holding hash h, or -1. */
+  get(h: number): number {
+    const keys = this.keys;
+    for (let i = this.home(h); ; i = (i + 1) & this.mask) {
+      const k = keys[i];
+      if (k === h) return this.vals[i];
+      if (k !== k) return -1;
+    }
+  }
+  set(h: number, v: number) {
+    const keys = this.keys;
+    for (let i = this.home(h); ; i = (i + 1) & this.mask) {
+      const k = keys[i];
+      if (k === h || k !== k) {
+        keys[i] = h;
+        this.vals[i] = v;
+        return;
+      }
+    }
+  }
+  delete(h: number) {
+    const keys = this.keys;
+    const mask = this.mask;
+    let i = this.home(h);
+    for (; ; i = (i + 1) & mask) {
+      const k = keys[i];
+      if (k === h) break;
+      if (k !== k) return;
+    }
+    // Shift later entries of the cluster back so every entry stays reachable from its home slot.
+    for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
+      const k = keys[j];
+      if (k !== k) break;
+      const home = this.home(k);
+      const stays = i <= j ? i < home && home <= j : i < home || home <= j;
+      if (stays) continue;
+      keys[i] = k;
+      this.vals[i] = this.vals[j];
+      i = j;
+    }
+    keys[i] = NaN;
+  }
+}
+
 /** Hash of a full block: (parent hash, 16 token ids) → a 53-bit integer (two 32-bit FNV-style lanes). */
 function blockHash(parent: number, req: SimRequest, start: number, size: number): number {
   let h1 = (2166136261 ^ (parent >>> 0)) >>> 0;
@@ -296,7 +386,7 @@ export class SimEngine {
   private readonly waitingQ = new Deque<SimRequest>();
   private readonly byId = new Map<string, SimRequest>();
   private nextId = 0;
-  private readonly rand: () => number;
+  private readonly rng: Mulberry32;
 
   // Block pool: refcounts, cached hashes (NaN = none), and a doubly linked free list in LRU order.
   private readonly refcnt: Int32Array;
@@ -306,7 +396,7 @@ export class SimEngine {
   private freeHead = -1;
   private freeTail = -1;
   private freeCount = 0;
-  private readonly cache = new Map<number, number>();
+  private readonly cache: HashIndex;
 
   readonly counters: EngineCounters = { prefixQueries: 0, prefixHits: 0, preemptions: 0, promptTokens: 0, generationTokens: 0, finished: 0, steps: 0, busyS: 0 };
   /** (queried, hit) tokens of the last 1,000 scheduled requests, for the rolling hit rate vLLM logs. */
@@ -320,6 +410,8 @@ export class SimEngine {
   private sReq: SimRequest[] = [];
   private sNew: number[] = [];
   private sStart: number[] = [];
+  // Scratch for decodeRun.
+  private readonly run: DecodeRun = { steps: 0, reqs: [], numSeqs: 0, inSystem: 0, overheadS: 0, ends: new Float64Array(0), durations: new Float64Array(0), decodeMemS: new Float64Array(0), prefillExtraS: new Float64Array(0), finished: [] };
 
   constructor(opts: EngineOptions | EngineConfig) {
     this.cfg = 'pool' in opts && 'bandwidth' in opts ? (opts as EngineConfig) : resolveEngineConfig(opts as EngineOptions);
@@ -328,8 +420,9 @@ export class SimEngine {
     this.hashOfBlock = new Float64Array(n).fill(NaN);
     this.prev = new Int32Array(n);
     this.next = new Int32Array(n);
+    this.cache = new HashIndex(n);
     for (let b = 0; b < n; b++) this.freeAppend(b);
-    this.rand = mulberry32(this.cfg.seed ^ 0x5eed);
+    this.rng = new Mulberry32(this.cfg.seed ^ 0x5eed);
   }
 
   get waiting(): number {
@@ -364,7 +457,7 @@ export class SimEngine {
   /** Sampled output length at which EOS appears: geometric with the configured mean, at least 1. */
   private sampleEos(): number {
     const p = 1 / Math.max(1, this.cfg.eosMeanTokens);
-    return 1 + Math.floor(Math.log(1 - this.rand()) / Math.log(1 - p + 1e-12));
+    return 1 + Math.floor(Math.log(1 - this.rng.next()) / Math.log(1 - p + 1e-12));
   }
 
   add(r: AddRequest): SimRequest {
@@ -376,10 +469,10 @@ export class SimEngine {
     const eos = r.ignoreEos ? Infinity : Math.max(minTokens, this.sampleEos());
     const req = new SimRequest(id, r.prompt, maxTokens, minTokens, !!r.ignoreEos, r.arrival ?? this.now, eos);
     if (this.cfg.prefixCaching) {
-      const full = Math.floor(req.numPrompt / BLOCK_SIZE);
+      const full = Math.floor(req.numPrompt / BS);
       let parent = 0;
       for (let b = 0; b < full; b++) {
-        parent = blockHash(parent, req, b * BLOCK_SIZE, BLOCK_SIZE);
+        parent = blockHash(parent, req, b * BS, BS);
         req.blockHashes.push(parent);
       }
     }
@@ -435,7 +528,7 @@ export class SimEngine {
     return b;
   }
   private allocate(req: SimRequest, n: number): boolean {
-    const need = Math.ceil((req.numComputed + n) / BLOCK_SIZE) - req.blocks.length;
+    const need = Math.ceil((req.numComputed + n) / BS) - req.blocks.length;
     if (need <= 0) return true;
     if (need > this.freeCount) return false;
     for (let k = 0; k < need; k++) req.blocks.push(this.takeFree());
@@ -455,15 +548,15 @@ export class SimEngine {
   }
   /** Offer a request's newly full blocks to the prefix cache. */
   private cacheFullBlocks(req: SimRequest) {
-    const full = Math.min(Math.floor(req.numComputed / BLOCK_SIZE), req.blocks.length);
+    const full = Math.min(Math.floor(req.numComputed / BS), req.blocks.length);
     for (let b = req.numCachedBlocks; b < full; b++) {
       while (req.blockHashes.length <= b) {
         const k = req.blockHashes.length;
-        req.blockHashes.push(blockHash(k ? req.blockHashes[k - 1] : 0, req, k * BLOCK_SIZE, BLOCK_SIZE));
+        req.blockHashes.push(blockHash(k ? req.blockHashes[k - 1] : 0, req, k * BS, BS));
       }
       const h = req.blockHashes[b];
       const blk = req.blocks[b];
-      if (!this.cache.has(h) && this.hashOfBlock[blk] !== this.hashOfBlock[blk]) {
+      if (this.hashOfBlock[blk] !== this.hashOfBlock[blk] && this.cache.get(h) < 0) {
         this.cache.set(h, blk);
         this.hashOfBlock[blk] = h;
       }
@@ -539,24 +632,24 @@ export class SimEngine {
         let hitBlocks = 0;
         let touchFree = 0;
         if (cfg.prefixCaching) {
-          const maxHit = Math.floor((r.numTokens - 1) / BLOCK_SIZE);
+          const maxHit = Math.floor((r.numTokens - 1) / BS);
           while (r.blockHashes.length < maxHit) {
             const k = r.blockHashes.length;
-            r.blockHashes.push(blockHash(k ? r.blockHashes[k - 1] : 0, r, k * BLOCK_SIZE, BLOCK_SIZE));
+            r.blockHashes.push(blockHash(k ? r.blockHashes[k - 1] : 0, r, k * BS, BS));
           }
           for (; hitBlocks < maxHit; hitBlocks++) {
             const b = this.cache.get(r.blockHashes[hitBlocks]);
-            if (b === undefined) break;
+            if (b < 0) break;
             if (this.refcnt[b] === 0) touchFree++;
           }
         }
-        const computed = hitBlocks * BLOCK_SIZE;
+        const computed = hitBlocks * BS;
         let n = r.numTokens - computed;
         if (n > budget) n = budget;
-        const need = Math.ceil((computed + n) / BLOCK_SIZE) - hitBlocks;
+        const need = Math.ceil((computed + n) / BS) - hitBlocks;
         if (need > this.freeCount - touchFree) break;
         for (let k = 0; k < hitBlocks; k++) {
-          const b = this.cache.get(r.blockHashes[k])!;
+          const b = this.cache.get(r.blockHashes[k]);
           if (this.refcnt[b] === 0) this.freeRemove(b);
           this.refcnt[b]++;
           r.blocks.push(b);
@@ -623,7 +716,7 @@ export class SimEngine {
     for (let k = 0; k < ns; k++) {
       const r = sReq[k];
       r.numComputed += sNew[k];
-      if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BLOCK_SIZE) this.cacheFullBlocks(r);
+      if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
       if (r.numComputed < r.numTokens) continue;
       const tok = this.sampleToken();
       if (r.output.length === 0) {
@@ -638,28 +731,14 @@ export class SimEngine {
       r.lastTokenTime = end;
       this.counters.generationTokens++;
       const len = r.output.length;
-      let reason: FinishReason | undefined;
-      if (len >= r.maxTokens || r.numTokens >= cfg.maxModelLen) reason = 'length';
-      else if (len >= r.eosAt) reason = 'stop';
-      if (reason) {
-        r.finishReason = reason;
-        r.finishTime = end;
-        r.status = 'finished';
+      const finished = len >= r.maxTokens || r.numTokens >= cfg.maxModelLen || len >= r.eosAt;
+      if (finished) {
+        this.finish(r, end);
         anyFinished = true;
-        this.counters.finished++;
-        this.freeRequestBlocks(r);
-        this.byId.delete(r.id);
       }
-      out.push({ req: r, token: tok, finished: !!reason });
+      out.push({ req: r, token: tok, finished });
     }
-    if (anyFinished) {
-      let w = 0;
-      for (let i = 0; i < this.running.length; i++) {
-        const r = this.running[i];
-        if (r.status !== 'finished') this.running[w++] = r;
-      }
-      this.running.length = w;
-    }
+    if (anyFinished) this.dropFinished();
     for (let k = 0; k < ns; k++) sReq[k] = undefined as unknown as SimRequest;
 
     return {
@@ -679,9 +758,164 @@ export class SimEngine {
     };
   }
 
+  /** A request has sampled its last token (length or EOS): record why, free its blocks. */
+  private finish(r: SimRequest, end: number) {
+    const len = r.output.length;
+    r.finishReason = len >= r.maxTokens || r.numTokens >= this.cfg.maxModelLen ? 'length' : 'stop';
+    r.finishTime = end;
+    r.status = 'finished';
+    this.counters.finished++;
+    this.freeRequestBlocks(r);
+    this.byId.delete(r.id);
+  }
+  /** Remove finished requests from the running list, keeping the order of the rest. */
+  private dropFinished() {
+    const running = this.running;
+    let w = 0;
+    for (let i = 0; i < running.length; i++) {
+      const r = running[i];
+      if (r.status !== 'finished') running[w++] = r;
+    }
+    running.length = w;
+  }
+
+  /** Blocks the running requests need in total to run `k` more decode steps. */
+  private blocksForDecode(k: number): number {
+    let need = 0;
+    for (let i = 0; i < this.running.length; i++) {
+      const r = this.running[i];
+      const n = Math.ceil((r.numComputed + k) / BS) - r.blocks.length;
+      if (n > 0) need += n;
+    }
+    return need;
+  }
+
+  /**
+   * Run up to `maxSteps` consecutive pure-decode steps at once, when the schedule cannot change
+   * between them: every running request is decoding, nothing waiting can be admitted, and the
+   * pool has the blocks for every step (no preemption). Stops before a step that would start at or
+   * after `until` (the next arrival), and after the step where any request finishes. The results
+   * are exactly those of calling step() as many times (same arithmetic, same sampling order); the
+   * saving is the scheduling and the per-step objects. Returns undefined when the next step is not
+   * such a step (call step()).
+   */
+  decodeRun(maxSteps: number, until = Infinity): DecodeRun | undefined {
+    const running = this.running;
+    const ns = running.length;
+    const cfg = this.cfg;
+    if (ns === 0 || ns > cfg.maxNumBatchedTokens || !(this.now < until)) return undefined;
+    // Something waiting would be considered for admission unless max_num_seqs or the budget is full.
+    if (this.waitingQ.length && ns < cfg.maxNumSeqs && ns < cfg.maxNumBatchedTokens) return undefined;
+    let K = Math.floor(maxSteps);
+    let ctx = 0;
+    for (let i = 0; i < ns; i++) {
+      const r = running[i];
+      const c = r.numComputed;
+      const len = r.output.length;
+      if (c !== r.numPrompt + len - 1 || c < r.numPrompt) return undefined;
+      // Steps until this request samples its last token.
+      K = Math.min(K, r.maxTokens - len, cfg.maxModelLen - (c + 1), r.eosAt - len);
+      ctx += c + 1;
+    }
+    if (!(K >= 1)) return undefined;
+    if (this.blocksForDecode(K) > this.freeCount) {
+      let lo = 0;
+      let hi = K;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (this.blocksForDecode(mid) <= this.freeCount) lo = mid;
+        else hi = mid - 1;
+      }
+      K = lo;
+      if (K < 1) return undefined;
+    }
+    const run = this.run;
+    if (run.ends.length < K) {
+      const cap = Math.max(K, 2 * run.ends.length, 64);
+      run.ends = new Float64Array(cap);
+      run.durations = new Float64Array(cap);
+      run.decodeMemS = new Float64Array(cap);
+      run.prefillExtraS = new Float64Array(cap);
+    }
+    const reqs = run.reqs;
+    reqs.length = ns;
+    for (let i = 0; i < ns; i++) reqs[i] = running[i];
+    run.finished.length = 0;
+    run.numSeqs = ns;
+    run.inSystem = ns + this.waitingQ.length;
+    run.overheadS = cfg.stepOverheadS;
+    const k = this.decodeSteps(run, K, until, ctx);
+    run.steps = k;
+    if (run.finished.length) this.dropFinished();
+    return run;
+  }
+
+  /** The loop of decodeRun: up to K steps of the batch run.reqs, total context ctx at the first. */
+  private decodeSteps(run: DecodeRun, K: number, until: number, ctx: number): number {
+    const cfg = this.cfg;
+    const reqs = run.reqs;
+    const ns = reqs.length;
+    const W = cfg.weightsBytes;
+    const kv = cfg.kvBytesPerToken;
+    const bw = cfg.bandwidth;
+    const fpt = cfg.flopsPerToken;
+    const apair = cfg.attnFlopsPerPair;
+    const denom = cfg.peak * cfg.prefillMfu;
+    const ovh = cfg.stepOverheadS;
+    const caching = cfg.prefixCaching;
+    const maxLen = cfg.maxModelLen;
+    const counters = this.counters;
+    const { ends, durations, decodeMemS, prefillExtraS } = run;
+    let now = this.now;
+    let k = 0;
+    let anyFinished = false;
+    while (k < K && now < until) {
+      // Allocation phase, in schedule order (decodeRun counted the blocks).
+      for (let i = 0; i < ns; i++) {
+        const r = reqs[i];
+        while (r.blocks.length * BS <= r.numComputed) r.blocks.push(this.takeFree());
+      }
+      // The step time as step() computes it with one token per request: Σ(s + n) = Σ attention pairs = ctx.
+      const memS = (W + kv * ctx) / bw;
+      const compS = (fpt * ns + apair * ctx) / denom;
+      const core = memS > compS ? memS : compS;
+      const duration = core + ovh;
+      const end = now + duration;
+      now = end;
+      counters.busyS += duration;
+      ends[k] = end;
+      durations[k] = duration;
+      decodeMemS[k] = memS;
+      prefillExtraS[k] = core - memS;
+      // Commit: one token per request.
+      for (let i = 0; i < ns; i++) {
+        const r = reqs[i];
+        const c = ++r.numComputed;
+        if (caching && c >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
+        const out = r.output;
+        out.push(this.sampleToken());
+        r.prevTokenTime = r.lastTokenTime;
+        r.lastTokenTime = end;
+        const len = out.length;
+        if (len >= r.maxTokens || c + 1 >= maxLen || len >= r.eosAt) {
+          this.finish(r, end);
+          run.finished.push(r);
+          anyFinished = true;
+        }
+      }
+      ctx += ns;
+      k++;
+      if (anyFinished) break;
+    }
+    this.now = now;
+    counters.steps += k;
+    counters.generationTokens += k * ns;
+    return k;
+  }
+
   /** Output token ids: lower-case letters and spaces, so the trivial tokenizer gives readable text. */
   private sampleToken(): number {
-    const x = this.rand();
+    const x = this.rng.next();
     return x < 0.17 ? 32 : 97 + Math.floor(((x - 0.17) / 0.83) * 26);
   }
 

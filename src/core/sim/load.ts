@@ -6,8 +6,8 @@
  * one seed reused across points regenerates the same prompts: the prefix-cache trap.
  */
 import type { RequestRecord } from '../bench/metrics';
-import type { SimEngine } from './engine';
-import { expVariate, mulberry32 } from './rng';
+import type { DecodeRun, EngineCounters, SimEngine, SimRequest, StepResult } from './engine';
+import { expVariate, Mulberry32, mulberry32 } from './rng';
 
 export interface LoadOptions {
   input: number;
@@ -41,71 +41,159 @@ export interface LoadResult {
 
 /** Random prompt token ids in [1, vocab), one request after another from one generator. */
 export function promptGenerator(seed: number, vocab: number): (len: number) => Uint32Array {
-  const rand = mulberry32(seed);
+  const rng = new Mulberry32(seed);
+  const span = vocab - 1;
   return (len) => {
     const a = new Uint32Array(len);
-    for (let i = 0; i < len; i++) a[i] = 1 + Math.floor(rand() * (vocab - 1));
+    for (let i = 0; i < len; i++) a[i] = 1 + Math.floor(rng.next() * span);
     return a;
   };
 }
 
-export function runLoad(engine: SimEngine, o: LoadOptions): LoadResult {
-  const closed = o.concurrency !== undefined;
-  if (closed === (o.rate !== undefined)) throw new Error('give either concurrency (closed loop) or rate (open loop)');
-  const N = Math.max(0, Math.floor(o.requests));
-  const t0 = engine.now;
-  const gen = promptGenerator(o.seed, engine.cfg.vocab);
-  const records: RequestRecord[] = [];
-  const c0 = { ...engine.counters };
-  let sent = 0;
-  let done = 0;
-  const send = (at: number) => {
-    const id = sent++;
-    const prompt = gen(o.input);
-    const req = engine.add({ id: `load-${t0}-${id}`, prompt, maxTokens: o.output, minTokens: o.ignoreEos === false ? 0 : o.output, ignoreEos: o.ignoreEos !== false, arrival: at });
-    const ms = (at - t0) * 1000;
-    const rec: RequestRecord = { id, scheduledMs: ms, sentMs: ms, chunkMs: [], endMs: ms, promptTokens: o.input, outputTokens: 0, cachedTokens: 0, ok: false };
-    records.push(rec);
-    req.tag = rec;
-  };
-  // Open-loop arrival times.
-  const arrivals: number[] = [];
-  if (!closed) {
-    const r = mulberry32((o.seed ^ 0xa5a5a5a5) >>> 0);
-    let t = t0;
-    for (let i = 0; i < N; i++) {
-      if (Number.isFinite(o.rate!)) t += expVariate(r, 1 / o.rate!);
-      arrivals.push(t);
+/** Engine steps one runLoad may take (a guard against a load that never drains). */
+const MAX_STEPS = 50_000_000;
+
+/**
+ * One benchmark point in progress: `advance` runs it in slices (so a caller can yield between
+ * them), `result` gives the point's figures once `done`. runLoad runs it in one go.
+ */
+export class LoadRun {
+  readonly closed: boolean;
+  readonly N: number;
+  readonly t0: number;
+  readonly records: RequestRecord[] = [];
+  sent = 0;
+  done = 0;
+  steps = 0;
+  private readonly gen: (len: number) => Uint32Array;
+  private readonly c0: EngineCounters;
+  private readonly arrivals: number[] = [];
+  private inFlightInt = 0;
+  private batchInt = 0;
+  private busy = 0;
+  private readonly time = { decodeS: 0, prefillS: 0, overheadS: 0, idleS: 0 };
+  private endsMs = new Float64Array(64);
+  private drained = false;
+
+  constructor(
+    readonly engine: SimEngine,
+    readonly o: LoadOptions,
+  ) {
+    this.closed = o.concurrency !== undefined;
+    if (this.closed === (o.rate !== undefined)) throw new Error('give either concurrency (closed loop) or rate (open loop)');
+    this.N = Math.max(0, Math.floor(o.requests));
+    this.t0 = engine.now;
+    this.gen = promptGenerator(o.seed, engine.cfg.vocab);
+    this.c0 = { ...engine.counters };
+    if (!this.closed) {
+      // Open-loop arrival times.
+      const r = mulberry32((o.seed ^ 0xa5a5a5a5) >>> 0);
+      let t = this.t0;
+      for (let i = 0; i < this.N; i++) {
+        if (Number.isFinite(o.rate!)) t += expVariate(r, 1 / o.rate!);
+        this.arrivals.push(t);
+      }
+    } else {
+      const c = Math.max(1, Math.floor(o.concurrency!));
+      for (let i = 0; i < Math.min(c, this.N); i++) this.send(this.t0);
     }
-  } else {
-    const c = Math.max(1, Math.floor(o.concurrency!));
-    for (let i = 0; i < Math.min(c, N); i++) send(t0);
   }
 
-  let inFlightInt = 0;
-  let batchInt = 0;
-  let busy = 0;
-  let steps = 0;
-  const time = { decodeS: 0, prefillS: 0, overheadS: 0, idleS: 0 };
-  const maxSteps = 50_000_000;
-  while (done < N && steps < maxSteps) {
-    if (!closed) while (sent < N && arrivals[sent] <= engine.now) send(arrivals[sent]);
-    if (!engine.hasWork()) {
-      if (!closed && sent < N) {
-        engine.advanceTo(arrivals[sent]);
-        continue;
+  /** True once every request has finished (or the load cannot progress). */
+  get finished(): boolean {
+    return this.drained || this.done >= this.N || this.steps >= MAX_STEPS;
+  }
+
+  private send(at: number) {
+    const o = this.o;
+    const id = this.sent++;
+    const prompt = this.gen(o.input);
+    const req = this.engine.add({ id: `load-${this.t0}-${id}`, prompt, maxTokens: o.output, minTokens: o.ignoreEos === false ? 0 : o.output, ignoreEos: o.ignoreEos !== false, arrival: at });
+    const ms = (at - this.t0) * 1000;
+    const rec: RequestRecord = { id, scheduledMs: ms, sentMs: ms, chunkMs: [], endMs: ms, promptTokens: o.input, outputTokens: 0, cachedTokens: 0, ok: false };
+    this.records.push(rec);
+    req.tag = rec;
+  }
+
+  /** Run engine steps until the load is done or about `maxSteps` steps have run. Returns `finished`. */
+  advance(maxSteps = Infinity): boolean {
+    const engine = this.engine;
+    const closed = this.closed;
+    const N = this.N;
+    const arrivals = this.arrivals;
+    const stop = Math.min(MAX_STEPS, this.steps + maxSteps);
+    while (this.done < N && this.steps < stop && !this.drained) {
+      if (!closed) while (this.sent < N && arrivals[this.sent] <= engine.now) this.send(arrivals[this.sent]);
+      if (!engine.hasWork()) {
+        if (!closed && this.sent < N) {
+          engine.advanceTo(arrivals[this.sent]);
+          continue;
+        }
+        this.drained = true;
+        break;
       }
-      break;
+      // Stretches of pure-decode steps run in one call (the same results as step by step).
+      const run = engine.decodeRun(Math.min(4096, stop - this.steps), !closed && this.sent < N ? arrivals[this.sent] : Infinity);
+      if (run) this.onRun(run);
+      else this.onStep(engine.step()!);
     }
-    const res = engine.step()!;
-    steps++;
-    inFlightInt += res.inSystem * res.duration;
-    batchInt += res.numSeqs * res.duration;
-    busy += res.duration;
+    return this.finished;
+  }
+
+  private onRun(run: DecodeRun) {
+    const K = run.steps;
+    const ends = run.ends;
+    const t0 = this.t0;
+    if (this.endsMs.length < K) this.endsMs = new Float64Array(Math.max(K, 2 * this.endsMs.length));
+    const endsMs = this.endsMs;
+    const time = this.time;
+    const { durations, decodeMemS, prefillExtraS, inSystem, numSeqs, overheadS } = run;
+    for (let k = 0; k < K; k++) {
+      const d = durations[k];
+      this.inFlightInt += inSystem * d;
+      this.batchInt += numSeqs * d;
+      this.busy += d;
+      time.decodeS += decodeMemS[k];
+      time.prefillS += prefillExtraS[k];
+      time.overheadS += overheadS;
+      endsMs[k] = (ends[k] - t0) * 1000;
+    }
+    this.steps += K;
+    const reqs = run.reqs;
+    for (let i = 0; i < reqs.length; i++) {
+      const rec = reqs[i].tag as RequestRecord | undefined;
+      if (!rec) continue;
+      const c = rec.chunkMs;
+      for (let k = 0; k < K; k++) c.push(endsMs[k]);
+    }
+    if (run.finished.length) this.onFinished(run.finished, ends[K - 1]);
+  }
+
+  private onFinished(list: SimRequest[], end: number) {
+    const endMs = (end - this.t0) * 1000;
+    for (const r of list) {
+      const rec = r.tag as RequestRecord | undefined;
+      if (!rec) continue;
+      rec.endMs = endMs;
+      rec.outputTokens = r.output.length;
+      rec.cachedTokens = r.cachedTokens;
+      rec.ok = true;
+      r.tag = undefined;
+      this.done++;
+      if (this.closed && this.sent < this.N) this.send(end);
+    }
+  }
+
+  private onStep(res: StepResult) {
+    this.steps++;
+    this.inFlightInt += res.inSystem * res.duration;
+    this.batchInt += res.numSeqs * res.duration;
+    this.busy += res.duration;
+    const time = this.time;
     time.decodeS += res.decodeMemS;
     time.prefillS += res.prefillExtraS;
     time.overheadS += res.overheadS;
-    const endMs = (res.end - t0) * 1000;
+    const endMs = (res.end - this.t0) * 1000;
     for (const ev of res.tokens) {
       const rec = ev.req.tag as RequestRecord | undefined;
       if (!rec) continue;
@@ -116,8 +204,8 @@ export function runLoad(engine: SimEngine, o: LoadOptions): LoadResult {
         rec.cachedTokens = ev.req.cachedTokens;
         rec.ok = true;
         ev.req.tag = undefined;
-        done++;
-        if (closed && sent < N) send(res.end);
+        this.done++;
+        if (this.closed && this.sent < this.N) this.send(res.end);
       }
     }
     for (const r of res.dropped) {
@@ -127,23 +215,34 @@ export function runLoad(engine: SimEngine, o: LoadOptions): LoadResult {
       rec.errorKind = 'bad-request';
       rec.errorMessage = 'the request does not fit in the KV pool';
       r.tag = undefined;
-      done++;
-      if (closed && sent < N) send(res.end);
+      this.done++;
+      if (this.closed && this.sent < this.N) this.send(res.end);
     }
   }
-  let tEnd = t0;
-  for (const r of records) tEnd = Math.max(tEnd, t0 + r.endMs / 1000);
-  const durationS = tEnd - t0;
-  time.idleS = Math.max(0, durationS - busy);
-  return {
-    records,
-    durationS,
-    observedInFlight: durationS > 0 ? inFlightInt / durationS : 0,
-    meanBatch: busy > 0 ? batchInt / busy : 0,
-    steps,
-    prefixQueries: engine.counters.prefixQueries - c0.prefixQueries,
-    prefixHits: engine.counters.prefixHits - c0.prefixHits,
-    preemptions: engine.counters.preemptions - c0.preemptions,
-    time,
-  };
+
+  result(): LoadResult {
+    const engine = this.engine;
+    const t0 = this.t0;
+    let tEnd = t0;
+    for (const r of this.records) tEnd = Math.max(tEnd, t0 + r.endMs / 1000);
+    const durationS = tEnd - t0;
+    const time = { ...this.time, idleS: Math.max(0, durationS - this.busy) };
+    return {
+      records: this.records,
+      durationS,
+      observedInFlight: durationS > 0 ? this.inFlightInt / durationS : 0,
+      meanBatch: this.busy > 0 ? this.batchInt / this.busy : 0,
+      steps: this.steps,
+      prefixQueries: engine.counters.prefixQueries - this.c0.prefixQueries,
+      prefixHits: engine.counters.prefixHits - this.c0.prefixHits,
+      preemptions: engine.counters.preemptions - this.c0.preemptions,
+      time,
+    };
+  }
+}
+
+export function runLoad(engine: SimEngine, o: LoadOptions): LoadResult {
+  const run = new LoadRun(engine, o);
+  run.advance();
+  return run.result();
 }

@@ -27,3 +27,18 @@ export function seedOf(v: number | string): number {
 export function expVariate(rand: () => number, mean: number): number {
   return -Math.log(1 - rand()) * mean;
 }
+
+/** mulberry32 as an object (the same sequence as mulberry32(seed)): one monomorphic method for hot loops. */
+export class Mulberry32 {
+  private a: number;
+  constructor(seed: number) {
+    this.a = seed >>> 0;
+  }
+  next(): number {
+    const a = (this.a = (this.a + 0x6d2b79f5) >>> 0);
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+}
