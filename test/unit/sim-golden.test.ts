@@ -10,15 +10,24 @@ import { test } from 'node:test';
 import { findGpu, findModel } from '../../src/core/catalog';
 import type { Setup } from '../../src/core/engine/types';
 import { SimEngine, type EngineOptions } from '../../src/core/sim/engine';
-import { promptGenerator, runLoad, type LoadOptions, type LoadResult } from '../../src/core/sim/load';
+import { LoadRun, promptGenerator, runLoad, type LoadOptions, type LoadResult } from '../../src/core/sim/load';
 
 const setup: Setup = { name: 'golden', gpu: findGpu('a100-sxm4-80gb')!, model: findModel('qwen3-8b')!, weights: 'bf16', kvCache: 'bf16', endpoint: 'sim' };
 
 const digest = (v: unknown) => createHash('sha256').update(JSON.stringify(v)).digest('hex').slice(0, 16);
 
+/** Run each point in one go, or (slice > 0) in slices of that many steps as predict: serving does. */
+let slice = 0;
+function sliced(e: SimEngine, p: LoadOptions): LoadResult {
+  if (!slice) return runLoad(e, p);
+  const run = new LoadRun(e, p);
+  while (!run.advance(slice));
+  return run.result();
+}
+
 function runPoints(opts: Omit<EngineOptions, 'setup'>, points: LoadOptions[]) {
   const e = new SimEngine({ setup, ...opts });
-  const results: LoadResult[] = points.map((p) => runLoad(e, p));
+  const results: LoadResult[] = points.map((p) => sliced(e, p));
   return {
     records: digest(results.map((r) => r.records)),
     loads: digest(results.map((r) => ({ ...r, records: undefined }))),
@@ -74,3 +83,14 @@ for (const [name, run] of Object.entries(SCENARIOS)) {
     assert.deepEqual(got, GOLDEN[name]);
   });
 }
+
+test('golden: the same records when a point runs in slices (as predict: serving runs it, yielding between them)', () => {
+  for (const size of [1, 7, 256]) {
+    slice = size;
+    try {
+      for (const name of ['closed sweep, shared engine', 'open loop, sampled EOS', 'preemption, small pool', 'chunked prefill and max_num_seqs']) assert.deepEqual(SCENARIOS[name](), GOLDEN[name], `${name}, slices of ${size}`);
+    } finally {
+      slice = 0;
+    }
+  }
+});

@@ -39,7 +39,45 @@ const schema = z
   .refine((c) => (c.concurrency === undefined) !== (c.rate === undefined), {
     message: 'Give either "concurrency: [1, 8, 64]" (closed loop) or "rate: [1, 4, 16]" req/s (open loop), not both',
     path: ['concurrency'],
+  })
+  .superRefine((c, ctx) => {
+    const msg = workLimitMessage(c.requests, (c.concurrency ?? c.rate ?? []).length, c.input.value, c.output.value);
+    if (msg) ctx.addIssue({ code: 'custom', message: msg, path: ['requests'] });
   });
+
+/**
+ * How much one cell may simulate. The engine runs some ten million tokens a second on a small
+ * machine, and keeps every output token's time of one point until that point is summarized (the
+ * percentiles sort them), so a point stays within a few million tokens and a cell within seconds.
+ */
+export const SERVING_LIMITS = {
+  /** Prompt + output tokens of one point (its records hold every output token's time). */
+  tokensPerPoint: 2_000_000,
+  /** Prompt + output tokens of the whole sweep (points × requests × (input + output)). */
+  tokensPerCell: 20_000_000,
+} as const;
+
+/** The error for a sweep over the limits, saying what to write instead; undefined within them. */
+export function workLimitMessage(requests: number, points: number, input: number, output: number): string | undefined {
+  const per = Math.round(input) + Math.round(output);
+  if (!(per > 0) || !(requests > 0)) return undefined;
+  const fmt = (n: number) => Math.floor(n).toLocaleString('en-US');
+  if (requests * per > SERVING_LIMITS.tokensPerPoint) {
+    const max = Math.max(1, Math.floor(SERVING_LIMITS.tokensPerPoint / per));
+    return `requests: ${fmt(requests)} × (${fmt(input)} + ${fmt(output)}) tokens is ${fmt(requests * per)} tokens per point, over the ${fmt(SERVING_LIMITS.tokensPerPoint)} a point may simulate: write requests: ${fmt(max)} or fewer (a few hundred requests give stable percentiles)`;
+  }
+  const total = requests * per * Math.max(1, points);
+  if (total > SERVING_LIMITS.tokensPerCell) {
+    const max = Math.max(1, Math.floor(SERVING_LIMITS.tokensPerCell / (per * Math.max(1, points))));
+    return `${points} points × ${fmt(requests)} requests × (${fmt(input)} + ${fmt(output)}) tokens is ${fmt(total)} tokens, over the ${fmt(SERVING_LIMITS.tokensPerCell)} one cell may simulate: write requests: ${fmt(max)} or fewer, or split the points over several cells`;
+  }
+  return undefined;
+}
+
+/** Yield to the event loop (timers, I/O, a cancel) between slices of simulation. */
+const yieldNow = () => new Promise<void>((resolve) => setImmediate(resolve));
+/** Milliseconds of simulation between yields. */
+const SLICE_MS = 8;
 
 type Cell = z.output<typeof schema>;
 
@@ -90,7 +128,7 @@ export const servingKind: KindModule<Cell> = {
   },
   async run(cell, ctx) {
     // The simulated engine and the metrics load only when the cell runs.
-    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, SimEngine }, { runLoad }, { seedOf }] = await Promise.all([import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')]);
+    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, SimEngine }, { LoadRun }, { seedOf }] = await Promise.all([import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')]);
     const setup = ctx.setup!;
     const input = Math.round(cell.input.value);
     const output = Math.round(cell.output.value);
@@ -114,7 +152,22 @@ export const servingKind: KindModule<Cell> = {
       if (ctx.signal.aborted) throw new Error('cancelled');
       const x = list[i];
       const seed = cell.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : cell.seed;
-      const r = runLoad(engine, { input, output, requests: cell.requests, seed, ignoreEos: cell.ignore_eos, ...(closed ? { concurrency: x } : { rate: x }) });
+      // Run the point in slices, yielding every few ms so the host stays responsive and a cancel lands.
+      const load = new LoadRun(engine, { input, output, requests: cell.requests, seed, ignoreEos: cell.ignore_eos, ...(closed ? { concurrency: x } : { rate: x }) });
+      let sliceStart = performance.now();
+      let lastReport = -Infinity;
+      while (!load.advance(256)) {
+        const now = performance.now();
+        if (now - sliceStart < SLICE_MS) continue;
+        if (now - lastReport > 100) {
+          lastReport = now;
+          ctx.progress({ message: `${closed ? 'concurrency' : 'rate'} ${x}: ${load.done} of ${load.N} requests`, fraction: (i + load.done / Math.max(1, load.N)) / list.length });
+        }
+        await yieldNow();
+        if (ctx.signal.aborted) throw new Error('cancelled');
+        sliceStart = performance.now();
+      }
+      const r = load.result();
       const m = summarizeRecords(r.records, { latencyFrom: closed ? 'sent' : 'scheduled', observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 });
       const batch = closed ? x : Math.max(1, r.meanBatch);
       const roof = decodeRoofline(setup, liveContext, [batch]).rows[0];
