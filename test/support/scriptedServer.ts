@@ -20,6 +20,8 @@ export type Fault =
   | { kind: 'close-early'; afterChunks: number }
   /** Every byte of the stream in its own write. */
   | { kind: 'trickle' }
+  /** Content chunks two to a write (what a client sees when it reads late): every second gap is ~0. */
+  | { kind: 'pairs' }
   /** An error body that echoes the request's headers (a careless proxy), to test redaction. */
   | { kind: 'echo-headers'; status: number };
 
@@ -297,6 +299,12 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
         if (res.destroyed) return end();
         if (k >= outputTokens) return finishStream();
         const kk = k;
+        if (fault?.kind === 'pairs' && kk + 1 < outputTokens) {
+          write(`data: ${chunkJson(kk)}\n\ndata: ${chunkJson(kk + 1)}\n\n`, () => rec.chunkEpochMs.push(epoch(), epoch()));
+          k += 2;
+          if (k >= outputTokens) return finishStream();
+          return later(firstAt + k * itl - performance.now(), sendNext);
+        }
         write(`data: ${chunkJson(kk)}\n\n`, () => rec.chunkEpochMs.push(epoch()));
         k++;
         if (k >= outputTokens) return finishStream();

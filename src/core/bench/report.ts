@@ -74,6 +74,7 @@ export function benchValues(r: Pick<SweepResult, 'points' | 'endpoint' | 'model'
       ttft_ms: dshort(m.ttft_ms),
       tpot_ms: dshort(m.tpot_ms),
       itl_ms: dshort(m.itl_ms),
+      itl_read_together_share: r3(burstShare(p)?.share),
       e2e_ms: dshort(m.e2e_ms),
       little: { lambda: r3(m.little.lambda), w_s: r3(m.little.w_s), lambda_w: r3(m.little.predicted_in_flight), observed_in_flight: r3(m.little.observed_in_flight), error: r3(m.little.error) },
       max_in_flight: p.maxInFlight,
@@ -189,6 +190,14 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
       );
     if (p.loopLag.p99_ms > 20)
       fs.push(finding('warning', 'client-loop-lag', `${label}: the client's event loop lagged ${fmtNum(p.loopLag.p99_ms, 1)} ms at p99 during the point; latencies carry up to that much client error`, at(p.index), { fix: 'lower the concurrency, or run the bench from the CLI on a quieter machine' }));
+    const burst = burstShare(p);
+    if (burst && burst.gaps >= 50 && burst.share > 0.05)
+      fs.push(
+        finding('warning', 'client-read-bursts', `${label}: ${fmtNum(burst.share * 100, 1)}% of the gaps between chunks are under ${BURST_GAP_MS} ms: the client read those chunks together, in one socket read, so their ITL is the client's, not the server's (the low ITL quantiles and the median move with it)`, at(p.index), {
+          cause: "the load thread fell behind its sockets (too many streams for the machine's cores, or other processes taking the CPU), or the server wrote several chunks at once",
+          fix: 'run fewer streams per point, on a quieter machine, or from the CLI; INFLAB_BENCH_THREADS sets the number of load threads',
+        }),
+      );
     if (p.dispatchLagMs && p.dispatchLagMs.n && (p.dispatchLagMs.p[pKey(99)] ?? 0) > 10)
       fs.push(finding('info', 'dispatch-lag', `${label}: requests left up to ${fmtNum(p.dispatchLagMs.p[pKey(99)], 1)} ms (p99) after their scheduled time; latencies count from the schedule, so this lag is in them`, at(p.index)));
   }
@@ -270,6 +279,26 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
   ];
   if (r.stopped) facts.push(['stopped', r.stopped.message]);
   return factsOutput('Bench run', facts);
+}
+
+/** Gaps under this are chunks the client read together (one socket read), not the server's timing. */
+export const BURST_GAP_MS = 0.1;
+
+/** Share of a point's gaps between chunks (ok requests) under BURST_GAP_MS, and how many gaps there were. */
+export function burstShare(p: Pick<PointResult, 'records'>): { share: number; gaps: number } | undefined {
+  const c = p.records;
+  if (!c) return undefined;
+  let gaps = 0;
+  let burst = 0;
+  let k = 0;
+  for (let i = 0; i < c.n; i++) {
+    for (let j = 0; j < c.chunks[i]; j++, k++) {
+      if (j === 0 || !c.ok[i]) continue;
+      gaps++;
+      if (c.chunk_ms[k] < BURST_GAP_MS) burst++;
+    }
+  }
+  return gaps ? { share: burst / gaps, gaps } : undefined;
 }
 
 /** Precomputed ITL quantiles per point (the raw ITLs stay in the records). */
