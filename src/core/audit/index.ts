@@ -18,7 +18,7 @@ import { buildTimeline, type Segment, type Timeline } from './timeline';
 
 export { classifyLine, LogAuditor, LogClock, WindowSeries } from './parse';
 export type { AuditFacts, Classified, LineKind, StatsFields, StatsWindow } from './parse';
-export { auditFile, auditFiles, auditText, feedFile } from './read';
+export { auditChunks, auditFile, auditFiles, auditText, feedFile } from './read';
 export type { AuditTimings } from './read';
 export { buildTimeline, isIdle } from './timeline';
 export type { Segment, Timeline } from './timeline';

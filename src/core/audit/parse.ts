@@ -4,7 +4,12 @@
  * read without holding it in memory. Only the stats windows are kept as a series (columnar typed
  * arrays, a few dozen bytes a window). Matching is on message text, never on `file:line`, which
  * moves with every vLLM release.
+ *
+ * Files are read as bytes (LogAuditor.feedChunk): access and stats lines — nearly all of a big log —
+ * are read by the byte scanner in scan.ts without decoding; every other line is decoded and goes
+ * through classifyLine(), which stays the definition of what a line means.
  */
+import { ACCESS, BLANK, FALLBACK, LEVEL_NAMES, OTHER, scanAccessRun, ScanState, scanLine, STATS } from './scan';
 
 export type LineKind =
   | 'stats' // periodic "Avg prompt throughput: …" line, V0 or V1
@@ -81,7 +86,8 @@ const ANSI_RE = /\x1b\[[0-9;]*[A-Za-z]/g;
 // Before 2025-02 the opening bracket is missing: "INFO 01-10 10:00:00 metrics.py:351] …".
 // After the optional process prefix: "METHOD PATH HTTP/x" STATUS, uvicorn's access format.
 const ACCESS_RE = /(?:INFO|WARNING|ERROR):\s+(\S+) - "([A-Z]+) (\S+) HTTP\/[\d.]+" (\d{3})/y;
-const LEVELS: Record<string, Level> = { DEBUG: 'DEBUG', INFO: 'INFO', WARNING: 'WARNING', ERROR: 'ERROR', CRITICAL: 'CRITICAL' };
+// No prototype: a word like "toString" is no level.
+const LEVELS: Record<string, Level> = Object.assign(Object.create(null) as Record<string, Level>, { DEBUG: 'DEBUG', INFO: 'INFO', WARNING: 'WARNING', ERROR: 'ERROR', CRITICAL: 'CRITICAL' });
 
 const isDigit = (c: number) => c >= 48 && c <= 57;
 const two = (s: string, i: number) => (s.charCodeAt(i) - 48) * 10 + (s.charCodeAt(i + 1) - 48);
@@ -131,6 +137,17 @@ const SAMPLER_FALLBACKS = [
   'Falling back to default sampling implementation',
   'using PyTorch-native sampler',
 ];
+
+/**
+ * Every text that makes classifyLine() read a vLLM-format message as more than an "other" line
+ * (plus ESC: ANSI stripping could join one). A message with none of them is an "other" line.
+ */
+export const MESSAGE_NEEDLES = new RegExp(
+  ['Avg prompt throughput: ', 'Prefix cache hit rate: GPU: ', 'is preempted by PreemptionMode.', 'sampl', ...STARTUP_RULES.map((r) => r.needle)]
+    .map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+    .concat('\x1b')
+    .join('|'),
+);
 
 /** Parse "Key: value unit" pairs of a stats line (field order and optional fields vary by version). */
 function parseStats(msg: string, at: number): StatsFields | undefined {
@@ -301,13 +318,20 @@ export class LogClock {
   private year = 2000; // a leap year, so 02-29 parses
   origin?: number;
   private last = -Infinity;
-  firstStamp?: string;
-  lastStamp?: string;
+  // A stamp as printed, or (from the byte scanner) its ten digits MMDDhhmmss as a number.
+  private first?: string | number;
+  private latest?: string | number;
   rollovers = 0;
+  get firstStamp(): string | undefined {
+    return stampText(this.first);
+  }
+  get lastStamp(): string | undefined {
+    return stampText(this.latest);
+  }
   /** Seconds since the first stamp, monotonic across midnight and new year. */
   private dayKey = -1;
   private dayBase = 0;
-  seconds(month: number, day: number, secOfDay: number, stamp: string): number {
+  seconds(month: number, day: number, secOfDay: number, stamp: string | number): number {
     const key = month * 32 + day;
     if (key !== this.dayKey) {
       this.dayKey = key;
@@ -321,13 +345,20 @@ export class LogClock {
     const abs = this.dayBase + secOfDay;
     if (this.origin === undefined) {
       this.origin = abs;
-      this.firstStamp = stamp;
+      this.first = stamp;
     }
     // Lines from several processes may interleave a second out of order; never step back.
     if (abs > this.last) this.last = abs;
-    this.lastStamp = stamp;
+    this.latest = stamp;
     return this.last - this.origin;
   }
+}
+
+/** "MM-DD HH:MM:SS" from a printed stamp or its ten digits. */
+function stampText(s: string | number | undefined): string | undefined {
+  if (typeof s !== 'number') return s;
+  const d = String(s).padStart(10, '0');
+  return `${d.slice(0, 2)}-${d.slice(2, 4)} ${d.slice(4, 6)}:${d.slice(6, 8)}:${d.slice(8, 10)}`;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -514,16 +545,134 @@ export class LogAuditor {
     year_rollovers: 0,
   };
 
+  // Byte input: the scanner's state, the partial line carried from one chunk to the next, and
+  // counts kept as numbers until finish() (status codes; the run of one route).
+  private scan = Object.assign(new ScanState(), { needles: MESSAGE_NEEDLES });
+  private carry: Buffer = Buffer.allocUnsafe(0);
+  private carryLen = 0;
+  private statusCounts = new Float64Array(1000);
+  private routeId = -1;
+  private routeKey = '';
+  private routeRun = 0;
+  /** Lines of byte input that the scanner left to classifyLine() (decoded); the rest were read as bytes. */
+  decodedLines = 0;
+
   beginFile(path: string): void {
+    this.closeFile();
     this.facts.files.push({ path, firstLine: this.lineNo + 1, lines: 0, bytes: 0 });
+  }
+
+  private closeFile(): void {
+    const file = this.facts.files[this.facts.files.length - 1];
+    if (file) file.lines = this.lineNo - file.firstLine + 1;
+  }
+
+  /**
+   * Feed the next bytes of a log (UTF-8). Lines may be split anywhere, between chunks, inside a
+   * character or a CRLF pair; call endChunks() after the last. The chunk is not kept.
+   */
+  feedChunk(chunk: Uint8Array): void {
+    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const n = b.length;
+    let s = 0;
+    if (this.carryLen) {
+      const nl = b.indexOf(10);
+      if (nl < 0) {
+        this.toCarry(b, 0, n);
+        return;
+      }
+      this.toCarry(b, 0, nl);
+      const len = this.carryLen;
+      this.carryLen = 0;
+      this.lineBytes(this.carry, 0, len);
+      s = nl + 1;
+    }
+    const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
+    const st = this.scan;
+    while (s < n) {
+      const z = scanAccessRun(b, dv, s, n, st);
+      if (z >= 0) {
+        this.onAccess(++this.lineNo);
+        s = z + 1;
+        continue;
+      }
+      const nl = b.indexOf(10, s);
+      if (nl < 0) break;
+      this.lineBytes(b, s, nl);
+      s = nl + 1;
+    }
+    if (s < n) this.toCarry(b, s, n);
+  }
+
+  /** The last line, when the log does not end with a newline. */
+  endChunks(): void {
+    if (!this.carryLen) return;
+    const n = this.carryLen;
+    this.carryLen = 0;
+    this.lineBytes(this.carry, 0, n);
+  }
+
+  private toCarry(b: Buffer, from: number, to: number): void {
+    const need = this.carryLen + (to - from);
+    if (need > this.carry.length) {
+      const c = Buffer.allocUnsafe(Math.max(need, 2 * this.carry.length, 4096));
+      this.carry.copy(c, 0, 0, this.carryLen);
+      this.carry = c;
+    }
+    b.copy(this.carry, this.carryLen, from, to);
+    this.carryLen = need;
+  }
+
+  /** One line, buf[s, e) without its newline: the byte scanner, or decoded into feed(). */
+  private lineBytes(buf: Buffer, s: number, e: number): void {
+    const st = this.scan;
+    const k = scanLine(buf, s, e, st);
+    if (k === FALLBACK) {
+      this.decodedLines++;
+      this.feed(buf.toString('utf8', s, e));
+      return;
+    }
+    const line = ++this.lineNo;
+    const f = this.facts;
+    if (k === ACCESS) return this.onAccess(line);
+    if (k === BLANK) {
+      f.blank_lines++;
+      return;
+    }
+    const level = LEVEL_NAMES[st.level];
+    f.levels[level] = (f.levels[level] ?? 0) + 1;
+    const t = this.clock.seconds(st.month, st.day, st.secOfDay, st.stampDigits);
+    if (k === STATS) this.onStats(st.stats!, t, line);
+    else if (k === OTHER) f.other_lines++;
+  }
+
+  /** An access line read by the scanner (status and route in its state). */
+  private onAccess(line: number): void {
+    const st = this.scan;
+    const a = this.facts.access;
+    a.requests++;
+    this.statusCounts[st.status]++;
+    if (st.routeId !== this.routeId) {
+      this.flushRoute();
+      this.routeId = st.routeId;
+      this.routeKey = st.routeKey;
+      a.by_route[st.routeKey] ??= 0; // the route's place in the record: first seen
+    }
+    this.routeRun++;
+    a.first_line ??= line;
+    a.last_line = line;
+    this.reqSinceWindow++;
+  }
+
+  private flushRoute(): void {
+    if (this.routeRun) this.facts.access.by_route[this.routeKey] += this.routeRun;
+    this.routeRun = 0;
   }
 
   /** Feed one line (without its newline). */
   feed(raw: string): void {
     const line = ++this.lineNo;
     const f = this.facts;
-    const file = f.files[f.files.length - 1];
-    if (file) file.lines++;
     const c = classifyLine(raw);
     if (c.level) f.levels[c.level] = (f.levels[c.level] ?? 0) + 1;
     let t = NaN;
@@ -552,7 +701,7 @@ export class LogAuditor {
         return;
       }
       case 'stats':
-        this.onStats(c.stats!, t, c.stamp!, line);
+        this.onStats(c.stats!, t, line);
         return;
       case 'prefix-v0': {
         // Belongs to the V0 stats line just before it.
@@ -634,7 +783,7 @@ export class LogAuditor {
     }
   }
 
-  private onStats(s: StatsFields, t: number, stamp: string, line: number): void {
+  private onStats(s: StatsFields, t: number, line: number): void {
     const f = this.facts;
     const w = f.windows;
     f.format ??= s.format;
@@ -676,6 +825,11 @@ export class LogAuditor {
 
   finish(): AuditFacts {
     const f = this.facts;
+    this.closeFile();
+    this.flushRoute();
+    const sc = this.statusCounts;
+    for (let i = 0; i < sc.length; i++) if (sc[i]) f.access.by_status[i] = (f.access.by_status[i] ?? 0) + sc[i];
+    sc.fill(0);
     f.lines = this.lineNo;
     f.access.after_last_window = this.reqSinceWindow;
     f.first_stamp = this.clock.firstStamp;
