@@ -284,8 +284,12 @@ export function fmtNum(v: number, digits?: number): string {
   if (!Number.isFinite(v)) return String(v);
   const a = Math.abs(v);
   const d = digits ?? (a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 2 : a === 0 ? 0 : 3);
-  return v.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+  // One formatter per digit count: toLocaleString builds a new one on every call (~60 µs).
+  let f = NUM_FORMATS.get(d);
+  if (!f) NUM_FORMATS.set(d, (f = new Intl.NumberFormat('en-US', { minimumFractionDigits: d, maximumFractionDigits: d })));
+  return f.format(v);
 }
+const NUM_FORMATS = new Map<number, Intl.NumberFormat>();
 
 /** Format a value in a given unit: fmtIn(16.38e9, 'GB') → "16.38 GB". Always names the unit. */
 export function fmtIn(valueInBase: number, unit: string, digits?: number): string {
