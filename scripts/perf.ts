@@ -15,7 +15,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { clientAccuracy } from './perf/clientAccuracy';
-import { activation, auditSpeed, bundleSizes, notebookOpenSave, simRealTime, simVirtual, vsixSize } from './perf/sections';
+import { activation, auditSpeed, bundleSizes, notebookOpenSave, simRealTime, simVirtual, vscodeActivation, vsixSize } from './perf/sections';
 import { table } from './perf/stats';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -89,14 +89,20 @@ await section('editor', '4. editor costs', async () => {
   log(`  .vsix: ${vsix.vsix_kib !== null ? `${vsix.vsix_kib} KiB` : vsix.note}`);
   const mb = Number(process.env.PERF_NOTEBOOK_MB ?? 50);
   const nb = notebookOpenSave(mb);
-  log(`  notebook holding ${mb} MB of outputs (compact JSON; the pretty-printed file is ${nb.file_mb} MB): open ${nb.open_ms} ms, save ${nb.save_ms} ms`);
+  log(`  notebook holding ${mb} MB of outputs (compact JSON; the file is ${nb.file_mb} MB): open ${nb.open_ms} ms, save ${nb.save_ms} ms`);
   const act = activation(root);
   if ('error' in act) log(`  activation: ${act.error}`);
   else {
-    log(`  activation [${act.label}]: load ${act.load_ms} ms + activate() ${act.activate_ms} ms = ${act.total_ms} ms`);
+    log(`  activation [${act.label}]: load ${act.load_ms} ms (min ${act.load_min_ms}) + activate() ${act.activate_ms} ms = ${act.total_ms} ms, median of ${act.runs}`);
     log(`  required by the bundle at load: ${act.requires_at_load.join(', ')}; during activate(): ${act.requires_during_activate.join(', ') || 'nothing'}`);
+    log(`  heavy modules loaded before any cell runs: ${act.heavy_loaded.join(', ') || `none (checked ${act.heavy_checked.join(', ')})`}`);
   }
-  return { bundles, vsix, notebook: nb, activation: act };
+  const vs = vscodeActivation(root);
+  if ('note' in vs) log(`  activation in VS Code: ${vs.note}`);
+  else
+    for (const p of vs.passes)
+      log(`  activation in VS Code ${'vscode' in p ? p.vscode : ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms, require ${p.require_ms ?? '?'} ms${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`);
+  return { bundles, vsix, notebook: nb, activation: act, activation_vscode: vs };
 });
 
 out.total_s = Math.round((performance.now() - t0) / 1000);

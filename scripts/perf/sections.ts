@@ -10,7 +10,7 @@ import { runSweep } from '../../src/core/bench';
 import { fromColumnar } from '../../src/core/bench/records';
 import { auditFile, generateLogFile } from '../../src/core/audit';
 import { MIME } from '../../src/core/engine/outputs';
-import { itemFromBytes, itemToBytes, parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
+import { parseNotebookBytes, serializeNotebook, serializeNotebookBytes, type Notebook } from '../../src/core/notebook/format';
 import { SimEngine } from '../../src/core/sim/engine';
 import { runLoad } from '../../src/core/sim/load';
 import { defaultSimSetup } from '../../src/core/sim/server';
@@ -138,7 +138,9 @@ const kib = (f: string) => (fs.existsSync(f) ? r1(fs.statSync(f).size / 1024) : 
 
 export function bundleSizes(root: string) {
   const d = (n: string) => path.join(root, 'dist', n);
-  return { 'extension.js_kib': kib(d('extension.js')), 'renderer.js_kib': kib(d('renderer.js')), 'cli.js_kib': kib(d('cli.js')), 'bench-worker.js_kib': kib(d('bench-worker.js')) };
+  // undici.js and vega.js: the heavy libraries, beside the bundles, required on first use.
+  const files = ['extension.js', 'renderer.js', 'cli.js', 'bench-worker.js', 'undici.js', 'vega.js'];
+  return Object.fromEntries(files.filter((f) => fs.existsSync(d(f))).map((f) => [`${f}_kib`, kib(d(f))]));
 }
 
 export function vsixSize(root: string, log: (s: string) => void) {
@@ -196,70 +198,91 @@ export function notebookOpenSave(mb: number) {
     const size = fs.statSync(file).size;
     const runs: { open: number; save: number }[] = [];
     for (let k = 0; k < 3; k++) {
-      // Open, as the serializer does: bytes → text → parseNotebook → every output item to bytes.
+      // Open and save as the VS Code serializer does (src/vscode/serializer.ts): output items stay bytes.
       const t0 = performance.now();
-      const bytes = fs.readFileSync(file);
-      const nb = parseNotebook(new TextDecoder('utf-8', { fatal: false }).decode(bytes));
-      const held = nb.cells.map((c) => (c.outputs ?? []).map((o) => o.items.map((it) => ({ mime: it.mime, data: itemToBytes(it) }))));
+      const nb = parseNotebookBytes(fs.readFileSync(file));
       const t1 = performance.now();
-      // Save: every item back from bytes → serializeNotebook → bytes → the file.
-      const back: Notebook = {
-        metadata: nb.metadata,
-        cells: nb.cells.map((c, ci) => ({ ...c, outputs: (c.outputs ?? []).map((o, oi) => ({ ...o, items: held[ci][oi].map((it) => itemFromBytes(it.mime, it.data)) })) })),
-      };
-      fs.writeFileSync(file + '.saved', new TextEncoder().encode(serializeNotebook(back)));
+      fs.writeFileSync(file + '.saved', serializeNotebookBytes(nb));
       const t2 = performance.now();
       runs.push({ open: t1 - t0, save: t2 - t1 });
     }
     const med = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    return { outputs_mb: mb, file_mb: r1(size / 1e6), open_ms: Math.round(med(runs.map((r) => r.open))), save_ms: Math.round(med(runs.map((r) => r.save))), runs: 3, note: 'median of 3; open = read + UTF-8 decode + parseNotebook + items to bytes (the serializer); save = items from bytes + serializeNotebook + encode + write' };
+    return { outputs_mb: mb, file_mb: r1(size / 1e6), open_ms: Math.round(med(runs.map((r) => r.open))), save_ms: Math.round(med(runs.map((r) => r.save))), runs: 3, note: 'median of 3; open = read + parseNotebookBytes (what the VS Code serializer does: structure parsed, each output data line checked with JSON.parse and kept as bytes); save = serializeNotebookBytes + write, output data unchanged since the open' };
   } finally {
     fs.rmSync(file, { force: true });
     fs.rmSync(file + '.saved', { force: true });
   }
 }
 
+/** What must not load before a cell runs: undici's Node modules and the lazily required files. */
+const HEAVY = ['http2', 'zlib', 'dns', 'tls', 'worker_threads', 'dist/undici.js', 'dist/vega.js'];
+
 /**
  * Activation, timed in plain Node with `vscode` answered by a do-nothing stub (a Proxy): what this
  * measures is the bundle's own cost — loading dist/extension.js and running activate() — not VS
- * Code's extension host. Also lists every module the bundle requires while loading and activating.
+ * Code's extension host (the VS Code suite measures that: vscodeActivation). Also lists what the
+ * bundle brings in while loading and activating: the modules it requires, the Node built-ins that
+ * load (process.moduleLoadList), the files (require.cache), and which of HEAVY are among them.
  */
 export function activation(root: string) {
   const probe = `
 const Module = require('module');
+const path = require('path');
+const dist = path.join(ROOT, 'dist');
 const seen = [];
 const stub = () => { const f = function () {}; let p; p = new Proxy(f, { get: (t, k) => k === 'then' ? undefined : k === Symbol.toPrimitive ? () => '' : k === Symbol.iterator ? function* () {} : p, apply: () => p, construct: () => p }); return p; };
 // Every top-level name of the vscode API (from @types/vscode), each a stub; esbuild's interop copies own keys.
 const vscode = Object.fromEntries(NAMES.map((n) => [n, stub()]));
 const load = Module._load;
-Module._load = function (req, parent, isMain) { if (parent && /dist[\\\\/]extension\\.js$/.test(parent.filename || '')) seen.push(req); if (req === 'vscode') return vscode; return load.apply(this, arguments); };
+Module._load = function (req, parent, isMain) { if (parent && path.dirname(parent.filename || '') === dist) seen.push(req); if (req === 'vscode') return vscode; return load.apply(this, arguments); };
+const before = new Set(process.moduleLoadList);
 const t0 = performance.now();
-const ext = require(${JSON.stringify(path.join(root, 'dist/extension.js'))});
+const ext = require(path.join(dist, 'extension.js'));
 const t1 = performance.now();
 const atLoad = [...new Set(seen)];
-const ctx = { subscriptions: [], secrets: { get: async () => undefined, store: async () => {}, delete: async () => {}, onDidChange: () => ({ dispose() {} }) }, extensionUri: stub(), extensionPath: ${JSON.stringify(root)}, globalState: { get: () => undefined, update: async () => {}, keys: () => [] }, workspaceState: { get: () => undefined, update: async () => {}, keys: () => [] }, environmentVariableCollection: stub(), extension: stub() };
+const ctx = { subscriptions: [], secrets: { get: async () => undefined, store: async () => {}, delete: async () => {}, onDidChange: () => ({ dispose() {} }) }, extensionUri: stub(), extensionPath: ROOT, globalState: { get: () => undefined, update: async () => {}, keys: () => [] }, workspaceState: { get: () => undefined, update: async () => {}, keys: () => [] }, environmentVariableCollection: stub(), extension: stub() };
 ext.activate(ctx);
 const t2 = performance.now();
-process.stdout.write(JSON.stringify({ load: t1 - t0, activate: t2 - t1, atLoad, atActivate: [...new Set(seen)].filter((x) => !atLoad.includes(x)), heapMb: process.memoryUsage().heapUsed / 1e6 }));
+const builtins = process.moduleLoadList.filter((m) => !before.has(m) && m.startsWith('NativeModule ') && !m.startsWith('NativeModule internal/')).map((m) => m.slice(13));
+const files = Object.keys(require.cache).map((f) => path.relative(ROOT, f).split(path.sep).join('/'));
+process.stdout.write(JSON.stringify({ load: t1 - t0, activate: t2 - t1, atLoad, atActivate: [...new Set(seen)].filter((x) => !atLoad.includes(x)), builtins, files, heapMb: process.memoryUsage().heapUsed / 1e6 }));
 `;
   const dts = fs.readFileSync(path.join(root, 'node_modules/@types/vscode/index.d.ts'), 'utf8');
   const names = [...new Set([...dts.matchAll(/^\texport (?:class|enum|namespace|function|const|let) (\w+)/gm)].map((m) => m[1]))];
-  const code = `const NAMES = ${JSON.stringify(names)};\n` + probe;
-  const runs: { load: number; activate: number; atLoad: string[]; atActivate: string[]; heapMb: number }[] = [];
-  for (let k = 0; k < 5; k++) {
+  const code = `const NAMES = ${JSON.stringify(names)};\nconst ROOT = ${JSON.stringify(root)};\n` + probe;
+  type Run = { load: number; activate: number; atLoad: string[]; atActivate: string[]; builtins: string[]; files: string[]; heapMb: number };
+  const runs: Run[] = [];
+  for (let k = 0; k < 9; k++) {
     const r = spawnSync(process.execPath, ['-e', code], { cwd: os.tmpdir(), encoding: 'utf8', timeout: 60_000 });
     if (r.status !== 0) return { error: `activation probe failed: ${(r.stderr || '').trim().split('\n').slice(0, 6).join(' | ').slice(0, 600)}` };
     runs.push(JSON.parse(r.stdout));
   }
   const med = (xs: number[]) => r1(xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
+  const loaded = new Set([...runs[0].builtins.map((b) => b.replace(/^node:/, '')), ...runs[0].files]);
   return {
     label: 'STUB: measured in plain Node with the vscode module replaced by a do-nothing stub, only to time the bundle (load + activate()); not a VS Code measurement',
     load_ms: med(runs.map((r) => r.load)),
+    load_min_ms: r1(Math.min(...runs.map((r) => r.load))),
     activate_ms: med(runs.map((r) => r.activate)),
     total_ms: med(runs.map((r) => r.load + r.activate)),
     heap_after_mb: med(runs.map((r) => r.heapMb)),
     requires_at_load: runs[0].atLoad,
     requires_during_activate: runs[0].atActivate,
+    builtins_loaded: runs[0].builtins,
+    files_loaded: runs[0].files,
+    heavy_loaded: HEAVY.filter((h) => loaded.has(h)),
+    heavy_checked: HEAVY,
     runs: runs.length,
   };
+}
+
+/** The VS Code suite's activation figures (scripts/test-vscode.mjs writes them), if a run left them. */
+export function vscodeActivation(root: string) {
+  const f = path.join(root, 'perf-results/activation.json');
+  if (!fs.existsSync(f)) return { note: 'no perf-results/activation.json: run `npm run test:vscode` (or `node scripts/test-vscode.mjs --activation-only`) for VS Code figures' };
+  try {
+    return JSON.parse(fs.readFileSync(f, 'utf8')) as { label: string; when: string; passes: { mode: string; activate_call_ms?: number; require_ms?: number; vscode_record?: { load_code_ms: number; call_activate_ms: number; finish_activate_ms: number } }[] };
+  } catch (e) {
+    return { note: `perf-results/activation.json unreadable: ${(e as Error).message}` };
+  }
 }

@@ -3,10 +3,14 @@
  * only maps it to VS Code's NotebookData and back. A file that does not parse is never opened as an
  * empty notebook (which a save would write over the original): deserializing throws with the
  * format's message, and VS Code shows it in place of the editor.
+ *
+ * Output items stay bytes on the way in and out (parseNotebookBytes / serializeNotebookBytes): a
+ * notebook holding 50 MB of outputs is not parsed into objects and written back to text on every
+ * open and save.
  */
 import * as vscode from 'vscode';
-import { MIME } from '../core/engine/outputs';
-import { itemFromBytes as coreItemFromBytes, itemToBytes, parseNotebook, serializeNotebook, type NbCell, type NbOutputItem, type Notebook } from '../core/notebook/format';
+import { isJsonMime, MIME } from '../core/engine/outputs';
+import { itemFromBytes as coreItemFromBytes, parseNotebookBytes, serializeNotebookBytes, type NbCell, type NbOutputBytes, type NbOutputItem, type Notebook } from '../core/notebook/format';
 
 export const NOTEBOOK_TYPE = 'inflab';
 export const CELL_LANGUAGE = 'inflab';
@@ -16,6 +20,8 @@ const TRANSIENT_CELL_METADATA = new Set(['inflab.transient']);
 
 /** JSON mimes whose names do not end in +json (VS Code's error item) are kept as JSON too. */
 const JSON_LIKE = new Set<string>([MIME.error, 'application/vnd.code.notebook.stdout+json']);
+
+const holdsJson = (mime: string) => isJsonMime(mime) || JSON_LIKE.has(mime);
 
 export function itemFromBytes(mime: string, bytes: Uint8Array): NbOutputItem {
   const item = coreItemFromBytes(mime, bytes);
@@ -31,19 +37,17 @@ export function itemFromBytes(mime: string, bytes: Uint8Array): NbOutputItem {
 
 export class InflabSerializer implements vscode.NotebookSerializer {
   deserializeNotebook(content: Uint8Array): vscode.NotebookData {
-    const text = new TextDecoder('utf-8', { fatal: false }).decode(content);
     // Throws NotebookFormatError with what is wrong and where; VS Code then opens no editor and
     // the file on disk is left as it is.
-    const nb = parseNotebook(text);
-    return toNotebookData(nb);
+    return toNotebookData(parseNotebookBytes(content));
   }
 
   serializeNotebook(data: vscode.NotebookData): Uint8Array {
-    return new TextEncoder().encode(serializeNotebook(fromNotebookData(data)));
+    return serializeNotebookBytes(fromNotebookData(data), holdsJson);
   }
 }
 
-export function toNotebookData(nb: Notebook): vscode.NotebookData {
+export function toNotebookData(nb: Notebook<NbOutputBytes>): vscode.NotebookData {
   const cells = nb.cells.map((c) => {
     const cell = new vscode.NotebookCellData(
       c.kind === 'markdown' ? vscode.NotebookCellKind.Markup : vscode.NotebookCellKind.Code,
@@ -55,7 +59,7 @@ export function toNotebookData(nb: Notebook): vscode.NotebookData {
       cell.outputs = c.outputs.map(
         (o) =>
           new vscode.NotebookCellOutput(
-            o.items.map((it) => new vscode.NotebookCellOutputItem(itemToBytes(it), it.mime)),
+            o.items.map((it) => new vscode.NotebookCellOutputItem(it.bytes, it.mime)),
             o.metadata ? { ...o.metadata } : undefined,
           ),
       );
@@ -75,9 +79,9 @@ export function toNotebookData(nb: Notebook): vscode.NotebookData {
   return data;
 }
 
-export function fromNotebookData(data: vscode.NotebookData): Notebook {
-  const cells: NbCell[] = data.cells.map((c) => {
-    const cell: NbCell = {
+export function fromNotebookData(data: vscode.NotebookData): Notebook<NbOutputBytes> {
+  const cells: NbCell<NbOutputBytes>[] = data.cells.map((c) => {
+    const cell: NbCell<NbOutputBytes> = {
       kind: c.kind === vscode.NotebookCellKind.Markup ? 'markdown' : 'code',
       language: c.languageId || (c.kind === vscode.NotebookCellKind.Markup ? 'markdown' : CELL_LANGUAGE),
       source: c.value,
@@ -86,7 +90,7 @@ export function fromNotebookData(data: vscode.NotebookData): Notebook {
     if (Object.keys(md).length) cell.metadata = md;
     if (c.outputs?.length) {
       cell.outputs = c.outputs.map((o) => {
-        const out: NonNullable<NbCell['outputs']>[number] = { items: o.items.map((it) => itemFromBytes(it.mime, it.data)) };
+        const out: NonNullable<NbCell<NbOutputBytes>['outputs']>[number] = { items: o.items.map((it) => ({ mime: it.mime, bytes: it.data })) };
         if (o.metadata && Object.keys(o.metadata).length) out.metadata = { ...o.metadata };
         return out;
       });
@@ -103,7 +107,7 @@ export function fromNotebookData(data: vscode.NotebookData): Notebook {
     }
     return cell;
   });
-  const nb: Notebook = { cells };
+  const nb: Notebook<NbOutputBytes> = { cells };
   const md = data.metadata ?? {};
   if (Object.keys(md).length) nb.metadata = { ...md };
   return nb;

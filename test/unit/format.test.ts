@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { FORMAT_VERSION, itemFromBytes, itemToBytes, NotebookFormatError, parseNotebook, serializeNotebook, type NbCell, type Notebook } from '../../src/core/notebook/format';
+import { FORMAT_VERSION, itemFromBytes, itemToBytes, NotebookFormatError, parseNotebook, parseNotebookBytes, serializeNotebook, serializeNotebookBytes, type NbCell, type Notebook } from '../../src/core/notebook/format';
 
 // ---------------------------------------------------------------- arbitraries
 
@@ -144,11 +144,185 @@ test('a one-line edit of a cell source changes exactly one line of the file', ()
   );
 });
 
+/** What the format wrote before output data went on one line: everything pretty-printed. */
+function oldLayout(text: string): string {
+  return JSON.stringify(JSON.parse(text), null, 2) + '\n';
+}
+
+test('layout: structure pretty-printed, each output item\'s data one line of compact JSON; only whitespace differs from the old layout', () => {
+  fc.assert(
+    fc.property(notebook, (nb) => {
+      const text = serializeNotebook(nb);
+      const fileLines = lines(text);
+      // Every data line is `"data": <one JSON value>` and nothing else of the file shares its line.
+      const items = nb.cells.flatMap((c) => (c.outputs ?? []).flatMap((o) => o.items));
+      const dataLines = fileLines.filter((l) => /^ {14}"data": /.test(l));
+      assert.equal(dataLines.length, items.length, 'one line per item');
+      dataLines.forEach((l, k) => assert.deepStrictEqual(JSON.parse(l.slice('              "data": '.length)), items[k].data));
+      // The rest is the pretty-printed structure: re-indenting the file gives the old layout
+      // exactly (same keys, same order, same values), so only whitespace inside data changed.
+      const old = oldLayout(text);
+      const oldNb = parseNotebook(old);
+      assert.deepStrictEqual(oldNb, nb);
+      // A file in the old layout opens and saves in the new one.
+      assert.equal(serializeNotebook(oldNb), text);
+      // Lines outside item data are what JSON.stringify(…, null, 2) writes for them.
+      const structural = fileLines.filter((l) => !/^ {14}"data": /.test(l));
+      const oldLines = new Set(lines(old));
+      for (const l of structural) assert.ok(oldLines.has(l), `line ${JSON.stringify(l)} is as the old layout wrote it`);
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('a notebook of large numeric arrays is about its compact JSON size on disk (< 1.2×)', () => {
+  let x = 7;
+  const rnd = () => (x = (x * 1103515245 + 12345) % 2147483648) / 2147483648;
+  const nb: Notebook = { cells: [] };
+  for (let c = 0; c < 8; c++) {
+    const n = 5000;
+    nb.cells.push({
+      kind: 'code',
+      language: 'inflab',
+      source: `bench: sweep\nconcurrency: [${c + 1}]`,
+      lastRun: { executionOrder: c + 1, success: true, startTime: 1.7e12, endTime: 1.7e12 + 1000 },
+      outputs: [
+        {
+          items: [
+            { mime: 'text/plain', data: `point ${c}` },
+            {
+              mime: 'application/vnd.inflab.records+json',
+              data: { format: 'inflab.records.v1', n, id: Array.from({ length: n }, (_, i) => i), sent: Array.from({ length: n }, () => Math.round(rnd() * 1e6) / 1e3), ok: Array.from({ length: n }, (_, i) => i % 9 !== 0), err: Array.from({ length: n }, (_, i) => (i % 9 ? null : 'timeout')) },
+            },
+            { mime: 'application/vnd.vegalite.v6+json', data: { mark: 'line', $schema: 'https://vega.github.io/schema/vega-lite/v6.json', data: { values: Array.from({ length: 500 }, (_, i) => ({ y: rnd() * 100, x: i })) } } },
+          ],
+        },
+      ],
+    });
+  }
+  const text = serializeNotebook(nb);
+  const compact = JSON.stringify(JSON.parse(text));
+  const ratio = Buffer.byteLength(text) / Buffer.byteLength(compact);
+  assert.ok(ratio < 1.2, `file ${Buffer.byteLength(text)} bytes vs compact JSON ${Buffer.byteLength(compact)}: ${ratio.toFixed(3)}×`);
+  assert.ok(lines(text).length < 40 * nb.cells.length, `${lines(text).length} lines for ${nb.cells.length} cells of 20,000 values each: the arrays are not one number per line`);
+  // The old layout was several times larger; it still opens, and saves as the new one.
+  assert.ok(Buffer.byteLength(oldLayout(text)) > 3 * Buffer.byteLength(text));
+  assert.equal(serializeNotebook(parseNotebook(oldLayout(text))), text);
+  assert.deepStrictEqual(parseNotebook(text), parseNotebook(oldLayout(text)));
+});
+
+// ---------------------------------------------------------------- the editor's path (items as bytes)
+
+const utf8 = (b: Uint8Array) => new TextDecoder().decode(b);
+const isJson = (mime: string) => mime === 'application/json' || mime.endsWith('+json');
+/** The same notebook with each output item mapped. */
+function mapItems<A, B>(nb: Notebook<A>, f: (it: A) => B): Notebook<B> {
+  const out: Notebook<B> = { cells: nb.cells.map((c) => ({ ...c, outputs: c.outputs?.map((o) => ({ ...o, items: o.items.map(f) })) })) };
+  for (const c of out.cells) if (c.outputs === undefined) delete c.outputs;
+  if (nb.metadata !== undefined) out.metadata = nb.metadata;
+  return out;
+}
+/** The notebook the editor's bytes stand for (what itemFromBytes gives back). */
+const fromEditor = (nb: Notebook<{ mime: string; bytes: Uint8Array }>): Notebook => mapItems(nb, (it) => itemFromBytes(it.mime, it.bytes));
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+test('editor open/save (items as bytes) agrees with parseNotebook/serializeNotebook, in either layout, byte for byte', () => {
+  fc.assert(
+    fc.property(notebook, fc.boolean(), (anyNb, oldFile) => {
+      // Text held as UTF-8 bytes has no lone surrogates (the editor holds U+FFFD there).
+      const nb = mapItems(anyNb, (it) => (typeof it.data === 'string' && !isJson(it.mime) ? { ...it, data: it.data.replace(LONE_SURROGATE, '\ufffd') } : it));
+      const text = serializeNotebook(nb);
+      const file = oldFile ? oldLayout(text) : text;
+      const opened = parseNotebookBytes(new TextEncoder().encode(file));
+      assert.deepStrictEqual(fromEditor(opened), nb);
+      // Saved unchanged: the new layout, the same bytes as serializeNotebook writes.
+      assert.equal(utf8(serializeNotebookBytes(opened)), text);
+      // Items the editor made itself (itemToBytes, as the controller does) save the same way.
+      assert.equal(utf8(serializeNotebookBytes(mapItems(nb, (it) => ({ mime: it.mime, bytes: itemToBytes(it) })))), text);
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('editor open of a broken file: the same NotebookFormatError as parseNotebook, never a partial notebook', () => {
+  const breaks: ((t: string) => string)[] = [
+    (t) => t.replace(/("data": \{"nested":)/, '$1{'), // a data line made invalid JSON
+    (t) => t.replace('"data": {"nested"', '"data": {nested"'),
+    (t) => t.replace(/"data": (.*)\n/, '"data": $1,\n'), // a trailing comma after a data line
+    (t) => t.replace(/"data": (.*)\n/, '"data": $1, "extra": 1\n'),
+    (t) => t.slice(0, Math.floor(t.length * 0.7)),
+    (t) => t.replace('"inflab": 1', '"inflab": 2'),
+    (t) => t.replace(/"mime": "text\/plain",/, '"mime": 5,'),
+  ];
+  for (const [k, brk] of breaks.entries()) {
+    const text = brk(realistic);
+    assert.notEqual(text, realistic, `break ${k} changed the file`);
+    let want: NotebookFormatError | undefined;
+    try {
+      parseNotebook(text);
+    } catch (e) {
+      want = e as NotebookFormatError;
+    }
+    assert.ok(want instanceof NotebookFormatError, `break ${k} is refused by parseNotebook`);
+    assert.throws(
+      () => parseNotebookBytes(new TextEncoder().encode(text)),
+      (e: unknown) => e instanceof NotebookFormatError && e.message === want!.message && e.line === want!.line,
+      `break ${k}: ${want!.message}`,
+    );
+  }
+});
+
+test('editor open: "data" lines that are not output data (metadata, text, hand-written items) are read as parseNotebook reads them', () => {
+  const nb: Notebook = {
+    metadata: JSON.parse('{"mime": "not an item", "data": {"x": [1, 2]}}'),
+    cells: [
+      {
+        kind: 'code',
+        language: 'inflab',
+        source: '"mime": "text/plain",\n"data": 1',
+        metadata: JSON.parse('{"a": {"b": {"mime": "x", "data": "meta"}}}'),
+        outputs: [{ items: [{ mime: 'text/plain', data: '\n              "data": "inside a string"' }, { mime: 'application/json', data: { data: 1, mime: 'x' } }], metadata: { data: [1] } }],
+      },
+    ],
+  };
+  const text = serializeNotebook(nb);
+  // Hand-written variants: keys in another order, an item on one line, metadata in "mime, data" order.
+  const variants = [
+    text,
+    oldLayout(text),
+    text.replace(/\{\n\s+"mime": "text\/plain",\n\s+"data": ("[^\n]*")\n\s+\}/, '{"mime": "text/plain", "data": $1}'),
+    text.replace('"metadata": {\n    "data": {\n      "x": [\n        1,\n        2\n      ]\n    },\n    "mime": "not an item"\n  }', '"metadata": {\n    "mime": "not an item",\n    "data": {"x": [1, 2]}\n  }'),
+  ];
+  assert.notEqual(variants[2], text);
+  assert.notEqual(variants[3], text);
+  for (const v of variants) {
+    const opened = parseNotebookBytes(new TextEncoder().encode(v));
+    assert.deepStrictEqual(fromEditor(opened), parseNotebook(v));
+    assert.deepStrictEqual(fromEditor(opened), nb);
+    assert.equal(utf8(serializeNotebookBytes(opened)), text);
+  }
+});
+
+test('editor save: a data line written by hand in another valid form is kept as written; the CLI path writes the canonical form', () => {
+  const text = serializeNotebook({ cells: [{ kind: 'code', language: 'inflab', source: 'x: 1', outputs: [{ items: [{ mime: 'application/json', data: { a: 1, b: [1, 2] } }] }] }] });
+  const handEdited = text.replace('"data": {"a":1,"b":[1,2]}', '"data": { "b": [1, 2.50], "a": 1 }');
+  assert.notEqual(handEdited, text);
+  assert.equal(utf8(serializeNotebookBytes(parseNotebookBytes(new TextEncoder().encode(handEdited)))), handEdited, 'open + save changes no byte');
+  assert.equal(serializeNotebook(parseNotebook(handEdited)), text.replace('[1,2]', '[1,2.5]').replace('{"a":1,"b"', '{"a":1,"b"'));
+  // New data, or bytes not known to be one line of JSON, are written in the canonical form.
+  const opened = parseNotebookBytes(new TextEncoder().encode(handEdited));
+  opened.cells[0].outputs![0].items[0].bytes = new TextEncoder().encode('{\n "z": 2,\n "y": [3,\n 4] }');
+  assert.ok(utf8(serializeNotebookBytes(opened)).includes('\n              "data": {"y":[3,4],"z":2}\n'));
+  opened.cells[0].outputs![0].items[0].bytes = new TextEncoder().encode('{not json');
+  assert.ok(utf8(serializeNotebookBytes(opened)).includes('\n              "data": "{not json"\n'), 'not JSON: kept as text');
+});
+
 test('a "__proto__" key in output data or metadata is kept as data', () => {
   const data = JSON.parse('{"__proto__": {"polluted": 1}, "b": [1, {"__proto__": 2}]}');
   const nb: Notebook = { metadata: JSON.parse('{"__proto__": {"x": 1}}'), cells: [{ kind: 'code', language: 'inflab', source: 'x: 1', outputs: [{ items: [{ mime: 'application/json', data }] }] }] };
   const text = serializeNotebook(nb);
-  assert.match(text, /"__proto__": \{\n\s+"polluted": 1/);
+  assert.match(text, /\n  "metadata": \{\n    "__proto__": \{\n      "x": 1\n    \}\n  \},\n/, 'metadata pretty-printed, the key kept');
+  assert.ok(text.includes('\n              "data": {"__proto__":{"polluted":1},"b":[1,{"__proto__":2}]}\n'), 'output data on one line, the key kept');
   const back = parseNotebook(text);
   assert.deepStrictEqual(back, nb);
   assert.equal(({} as any).polluted, undefined, 'no prototype pollution');

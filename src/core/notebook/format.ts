@@ -1,8 +1,11 @@
 /**
  * The .inflab file format: JSON with a format version, validated with zod on read, written with a
- * stable key order, two-space indentation and a trailing newline. Cell sources are stored as arrays
- * of lines so a one-line edit is a one-line diff; JSON output data stays JSON.
+ * stable key order, two-space indentation for the document's structure and a trailing newline.
+ * Cell sources are stored as arrays of lines so a one-line edit is a one-line diff; output data
+ * stays JSON, each item's data on one line of compact JSON (see serializeNotebook). Any JSON layout
+ * is read, including files written before output data went on one line.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { isJsonMime } from '../engine/outputs';
 
@@ -46,17 +49,22 @@ export interface NbOutputItem {
   mime: string;
   data: unknown;
 }
-export interface NbCell {
+/** An output item as the editor holds it: its data as bytes (see itemToBytes). */
+export interface NbOutputBytes {
+  mime: string;
+  bytes: Uint8Array;
+}
+export interface NbCell<I = NbOutputItem> {
   kind: 'code' | 'markdown';
   language: string;
   source: string;
   metadata?: Record<string, unknown>;
   lastRun?: z.infer<typeof lastRunSchema>;
-  outputs?: { items: NbOutputItem[]; metadata?: Record<string, unknown> }[];
+  outputs?: { items: I[]; metadata?: Record<string, unknown> }[];
 }
-export interface Notebook {
+export interface Notebook<I = NbOutputItem> {
   metadata?: Record<string, unknown>;
-  cells: NbCell[];
+  cells: NbCell<I>[];
 }
 
 export class NotebookFormatError extends Error {
@@ -120,18 +128,21 @@ export function parseNotebook(text: string): Notebook {
   // Built from the JSON itself (which the schema accepted as it is): zod's copies of records drop
   // keys such as "__proto__", and metadata is the user's data.
   const file = json as NotebookFile;
-  const nb: Notebook = { cells: file.cells.map(cellFromFile) };
+  const nb: Notebook = { cells: file.cells.map((c) => cellFromFile(c)) };
   if (file.metadata !== undefined) nb.metadata = file.metadata;
   return nb;
 }
 
-function cellFromFile(c: NotebookCellFile): NbCell {
-  const cell: NbCell = { kind: c.kind, language: c.language, source: c.source.join('\n') };
+type FileItem = { mime: string; data: unknown };
+const plainItem = (it: FileItem): NbOutputItem => ({ mime: it.mime, data: it.data });
+
+function cellFromFile<I = NbOutputItem>(c: NotebookCellFile, item: (it: FileItem) => I = plainItem as unknown as (it: FileItem) => I): NbCell<I> {
+  const cell: NbCell<I> = { kind: c.kind, language: c.language, source: c.source.join('\n') };
   if (c.metadata !== undefined) cell.metadata = c.metadata;
   if (c.lastRun !== undefined) cell.lastRun = c.lastRun;
   if (c.outputs !== undefined)
     cell.outputs = c.outputs.map((o) => {
-      const out: NonNullable<NbCell['outputs']>[number] = { items: o.items.map((it) => ({ mime: it.mime, data: it.data })) };
+      const out: NonNullable<NbCell<I>['outputs']>[number] = { items: o.items.map(item) };
       if (o.metadata !== undefined) out.metadata = o.metadata;
       return out;
     });
@@ -368,15 +379,37 @@ class JsonScanner {
 
 /**
  * Serialize with stable key order and a trailing newline; the same notebook gives the same bytes.
+ *
+ * Layout: the document structure (cells, sources, metadata, lastRun, outputs and their items) is
+ * pretty-printed with two-space indentation, as JSON.stringify(…, null, 2) writes it; each output
+ * item's `data` is one line of compact JSON (sorted keys, no spaces). So a cell source is one line
+ * per source line (a one-line edit is a one-line diff) while 50 MB of bench records or a plot spec
+ * stay about 50 MB on disk instead of one number per line. The parser reads any JSON layout: files
+ * written before this layout (data pretty-printed too; same format version 1) open as they are,
+ * and saving them writes this layout.
+ *
  * Cell sources are split on "\n" only: a "\r" of a CRLF line ending stays at the end of its line
  * (shown as "\r" in the JSON), so sources round-trip byte for byte whatever their line endings.
  * What JSON cannot hold is made explicit rather than silently dropped: an output item whose data is
- * undefined is written as null, and lastRun numbers that are not finite are left out. The result is
- * checked against the schema so that a file this writes is always a file parseNotebook reads.
+ * undefined (or a function) is written as null, and lastRun numbers that are not finite are left
+ * out. The structure is checked against the schema and every item's data is written by
+ * JSON.stringify, so a file this writes is always a file parseNotebook reads, without parsing it
+ * again.
  */
 export function serializeNotebook(nb: Notebook): string {
+  return layout(nb, (it) => compactData(it.data)).join('');
+}
+
+/**
+ * The file's parts in order: the pretty-printed structure as text, each item's data as `dataOf`
+ * gives it (one line of JSON, as text or as UTF-8 bytes). The structure is checked against the
+ * schema first; nothing is returned for a notebook that cannot be saved.
+ */
+function layout<I extends { mime: string }>(nb: Notebook<I>, dataOf: (it: I) => string | Uint8Array): (string | Uint8Array)[] {
   const file: Record<string, unknown> = { inflab: FORMAT_VERSION };
   if (nb.metadata && Object.keys(nb.metadata).length) file.metadata = sortKeys(nb.metadata);
+  // The skeleton (what the schema checks): item data is written separately, one line each.
+  const items: I[] = [];
   file.cells = nb.cells.map((c) => {
     const cell: Record<string, unknown> = { kind: c.kind, language: c.language, source: c.source.split('\n') };
     if (c.metadata && Object.keys(c.metadata).length) cell.metadata = sortKeys(c.metadata);
@@ -384,7 +417,12 @@ export function serializeNotebook(nb: Notebook): string {
     if (lastRun && Object.keys(lastRun).length) cell.lastRun = sortKeys(lastRun);
     if (c.outputs && c.outputs.length)
       cell.outputs = c.outputs.map((o) => {
-        const out: Record<string, unknown> = { items: o.items.map((it) => ({ mime: it.mime, data: it.data === undefined ? null : sortKeys(it.data) })) };
+        const out: Record<string, unknown> = {
+          items: o.items.map((it) => {
+            items.push(it);
+            return { mime: it.mime, data: null };
+          }),
+        };
         if (o.metadata && Object.keys(o.metadata).length) out.metadata = sortKeys(o.metadata);
         return out;
       });
@@ -399,7 +437,84 @@ export function serializeNotebook(nb: Notebook): string {
       issuePath(i),
     );
   }
-  return JSON.stringify(file, null, 2) + '\n';
+  return new Writer(items.map(dataOf)).file(file);
+}
+
+/** Writes the layout described at serializeNotebook. */
+class Writer {
+  private readonly parts: (string | Uint8Array)[] = [];
+  private next = 0;
+  constructor(private readonly data: (string | Uint8Array)[]) {}
+
+  file(f: Record<string, unknown>): (string | Uint8Array)[] {
+    const p = this.parts;
+    p.push(`{\n  "inflab": ${JSON.stringify(f.inflab)}`);
+    if (f.metadata !== undefined) p.push(',\n  "metadata": ', pretty(f.metadata, '  '));
+    p.push(',\n  "cells": ');
+    this.list(f.cells as Record<string, unknown>[], '  ', (c, ind) => this.cell(c, ind));
+    p.push('\n}\n');
+    return p;
+  }
+
+  private list<T>(xs: T[], ind: string, each: (x: T, ind: string) => void): void {
+    const p = this.parts;
+    if (!xs.length) {
+      p.push('[]');
+      return;
+    }
+    const inner = ind + '  ';
+    p.push('[');
+    xs.forEach((x, k) => {
+      p.push(k ? ',\n' : '\n', inner);
+      each(x, inner);
+    });
+    p.push('\n', ind, ']');
+  }
+
+  private cell(c: Record<string, unknown>, ind: string): void {
+    const p = this.parts;
+    const inner = ind + '  ';
+    p.push(`{\n${inner}"kind": ${JSON.stringify(c.kind)},\n${inner}"language": ${JSON.stringify(c.language)},\n${inner}"source": `, pretty(c.source, inner));
+    if (c.metadata !== undefined) p.push(`,\n${inner}"metadata": `, pretty(c.metadata, inner));
+    if (c.lastRun !== undefined) p.push(`,\n${inner}"lastRun": `, pretty(c.lastRun, inner));
+    if (c.outputs !== undefined) {
+      p.push(`,\n${inner}"outputs": `);
+      this.list(c.outputs as Record<string, unknown>[], inner, (o, oi) => this.output(o, oi));
+    }
+    p.push('\n', ind, '}');
+  }
+
+  private output(o: Record<string, unknown>, ind: string): void {
+    const p = this.parts;
+    const inner = ind + '  ';
+    p.push(`{\n${inner}"items": `);
+    this.list(o.items as { mime: string }[], inner, (it, ii) => {
+      const d = ii + '  ';
+      p.push(`{\n${d}"mime": ${JSON.stringify(it.mime)},\n${d}${DATA_KEY}`, this.data[this.next++], '\n', ii, '}');
+    });
+    if (o.metadata !== undefined) p.push(`,\n${inner}"metadata": `, pretty(o.metadata, inner));
+    p.push('\n', ind, '}');
+  }
+}
+
+/** How an item's data starts its line in the file. */
+const DATA_KEY = '"data": ';
+
+/** JSON.stringify(v, null, 2), indented to sit at `ind` (JSON strings hold no raw line breaks). */
+function pretty(v: unknown, ind: string): string {
+  return JSON.stringify(v, null, 2).replace(/\n/g, '\n' + ind);
+}
+
+/** One line of compact JSON with sorted keys; null for what JSON cannot hold (undefined, a function). */
+function compactData(v: unknown): string {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(canonical(v));
+  } catch (e) {
+    // A BigInt or a cycle: said, not written.
+    throw new NotebookFormatError(`Cannot save this notebook: an output holds data JSON cannot store (${(e as Error).message}). Clear that output and save again. Nothing was written; the file on disk is unchanged.`);
+  }
+  return text ?? 'null';
 }
 
 function cleanLastRun(l: NonNullable<NbCell['lastRun']>): NonNullable<NbCell['lastRun']> {
@@ -427,14 +542,73 @@ function sortKeys(v: unknown): unknown {
   return v;
 }
 
-/** Output item data to bytes (what VS Code holds) and back: JSON mimes as JSON, text as UTF-8. */
+/**
+ * The value with every object's keys in sorted order, copying only the objects (and the arrays
+ * above them) that are not sorted already: output data read from a file this wrote is returned as
+ * it is, so 50 MB of numeric arrays are walked once and never copied. JSON.stringify of the result
+ * equals JSON.stringify(sortKeys(v)).
+ */
+function canonical(v: unknown): unknown {
+  if (v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const x = v[i];
+      if (x === null || typeof x !== 'object') continue;
+      const y = canonical(x);
+      if (y !== x) {
+        copy ??= v.slice();
+        copy[i] = y;
+      }
+    }
+    return copy ?? v;
+  }
+  if (typeof (v as { toJSON?: unknown }).toJSON === 'function') return v;
+  const o = v as Record<string, unknown>;
+  const keys = Object.keys(o);
+  let sorted = true;
+  for (let i = 1; i < keys.length; i++) {
+    if (keys[i - 1] > keys[i]) {
+      sorted = false;
+      break;
+    }
+  }
+  let changed: Map<string, unknown> | undefined;
+  for (const k of keys) {
+    const x = o[k];
+    if (x === null || typeof x !== 'object') continue;
+    const y = canonical(x);
+    if (y !== x) (changed ??= new Map()).set(k, y);
+  }
+  if (sorted && !changed) return v;
+  const out: Record<string, unknown> = {};
+  for (const k of sorted ? keys : keys.slice().sort()) {
+    const x = changed?.has(k) ? changed.get(k) : o[k];
+    if (k === '__proto__') Object.defineProperty(out, k, { value: x, enumerable: true, writable: true, configurable: true });
+    else out[k] = x;
+  }
+  return out;
+}
+
+const encoder = new TextEncoder();
+/** Keeps a leading U+FEFF: it is part of an item's text (a file's own is dropped where it is read). */
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+
+/**
+ * Output item data to bytes (what VS Code holds) and back: JSON mimes as JSON (compact, keys in
+ * the file's order), text as UTF-8.
+ */
 export function itemToBytes(item: NbOutputItem): Uint8Array {
-  const text = isJsonMime(item.mime) || typeof item.data !== 'string' ? JSON.stringify(item.data) : (item.data as string);
-  return new TextEncoder().encode(text);
+  if (!isJsonMime(item.mime) && typeof item.data === 'string') return encoder.encode(item.data);
+  const text = JSON.stringify(canonical(item.data));
+  if (text === undefined) return new Uint8Array();
+  const bytes = encoder.encode(text);
+  knownLines.add(bytes); // JSON.stringify wrote it: one line of valid JSON, in the file's form
+  return bytes;
 }
 
 export function itemFromBytes(mime: string, bytes: Uint8Array): NbOutputItem {
-  const text = new TextDecoder().decode(bytes);
+  const text = decoder.decode(bytes);
   if (isJsonMime(mime)) {
     try {
       return { mime, data: JSON.parse(text) };
@@ -443,4 +617,191 @@ export function itemFromBytes(mime: string, bytes: Uint8Array): NbOutputItem {
     }
   }
   return { mime, data: text };
+}
+
+// ---------------------------------------------------------------- the editor's open and save
+
+/**
+ * Open a file for the editor, whose output items are bytes: parseNotebook followed by itemToBytes
+ * for every item, without turning 50 MB of output data into objects and back into text. A file
+ * in this format's layout (each item's data one line) is read as its structure, parsed on its own,
+ * plus each data line, which is checked with JSON.parse and handed to the editor as it is. Any
+ * other layout, and any file with a problem, goes through parseNotebook, so the errors (and what
+ * is accepted) are exactly parseNotebook's.
+ */
+export function parseNotebookBytes(content: Uint8Array | string): Notebook<NbOutputBytes> {
+  let text = typeof content === 'string' ? content : decoder.decode(content);
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  const fast = parseDataLines(text);
+  if (fast) return fast;
+  const nb = parseNotebook(text);
+  const out: Notebook<NbOutputBytes> = { cells: nb.cells.map((c) => ({ ...c, outputs: c.outputs?.map((o) => ({ ...o, items: o.items.map(editorBytes) })) })) };
+  for (const c of out.cells) if (c.outputs === undefined) delete c.outputs;
+  if (nb.metadata !== undefined) out.metadata = nb.metadata;
+  return out;
+}
+
+/**
+ * Save what the editor holds: the same bytes serializeNotebook writes for the notebook that
+ * itemFromBytes gives back (`isJson` says which mimes hold JSON), without parsing and re-writing
+ * item data the file already holds: bytes this module has seen to be one line of valid JSON (a
+ * data line read by parseNotebookBytes, bytes from itemToBytes, or data this function wrote before)
+ * are written as they are.
+ */
+export function serializeNotebookBytes(nb: Notebook<NbOutputBytes>, isJson: (mime: string) => boolean = isJsonMime): Uint8Array {
+  return concatBytes(layout(nb, (it) => savedData(it, isJson)));
+}
+
+/** The editor's bytes for an item read through parseNotebook (any layout). */
+function editorBytes(it: NbOutputItem): NbOutputBytes {
+  return { mime: it.mime, bytes: itemToBytes(it) };
+}
+
+/** One item's data line when saving from bytes. */
+function savedData(it: NbOutputBytes, isJson: (mime: string) => boolean): string | Uint8Array {
+  if (!isJson(it.mime)) return JSON.stringify(decoder.decode(it.bytes));
+  const key = knownLines.key(it.bytes);
+  if (knownLines.has(key)) return it.bytes;
+  const text = decoder.decode(it.bytes);
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return JSON.stringify(text); // not JSON after all: kept as the text, as itemFromBytes does
+  }
+  const line = compactData(data);
+  if (line === text) knownLines.add(key);
+  return line;
+}
+
+/**
+ * Bytes known to be one line of valid JSON, by SHA-256 of their content (so a save need not parse
+ * output data it has already checked). Bounded: the oldest are forgotten first.
+ */
+const knownLines = new (class {
+  private readonly seen = new Map<string, true>();
+  key(bytes: Uint8Array): string {
+    return createHash('sha256').update(bytes).digest('base64');
+  }
+  has(key: string): boolean {
+    return this.seen.has(key);
+  }
+  add(bytesOrKey: Uint8Array | string): void {
+    const key = typeof bytesOrKey === 'string' ? bytesOrKey : this.key(bytesOrKey);
+    this.seen.delete(key);
+    this.seen.set(key, true);
+    if (this.seen.size > 100_000) this.seen.delete(this.seen.keys().next().value!);
+  }
+})();
+
+/** The placeholder a data line is replaced by while the structure is parsed (never in a real file). */
+const PLACEHOLDER = '\u0000inflab-data-line:';
+const PLACEHOLDER_IN_FILE = JSON.stringify(PLACEHOLDER).slice(1, -1);
+
+/**
+ * The fast path of parseNotebookBytes: undefined whenever the file is not (entirely) in the
+ * one-line-data layout or has any problem; the caller then uses parseNotebook.
+ */
+function parseDataLines(text: string): Notebook<NbOutputBytes> | undefined {
+  if (text.includes(PLACEHOLDER_IN_FILE)) return undefined;
+  const skeleton: string[] = [];
+  const lines: string[] = [];
+  let copied = 0;
+  let pos = 0;
+  for (;;) {
+    const at = text.indexOf(DATA_KEY, pos);
+    if (at === -1) break;
+    let lineStart = at;
+    while (lineStart > 0 && text.charCodeAt(lineStart - 1) === 32) lineStart--;
+    const nl = text.indexOf('\n', at);
+    const lineEnd = nl === -1 ? text.length : nl;
+    if (lineStart === 0 || text.charCodeAt(lineStart - 1) !== 10 || !followsMime(text, lineStart - 1, at - lineStart)) {
+      pos = at + 1;
+      continue;
+    }
+    const start = at + DATA_KEY.length;
+    let end = lineEnd;
+    while (end > start && (text.charCodeAt(end - 1) === 13 || text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)) end--;
+    skeleton.push(text.slice(copied, start), `"${PLACEHOLDER_IN_FILE}${lines.length}"`);
+    lines.push(text.slice(start, end));
+    copied = end;
+    pos = lineEnd;
+  }
+  if (!lines.length) return undefined;
+  skeleton.push(text.slice(copied));
+  let json: unknown;
+  try {
+    json = JSON.parse(skeleton.join(''));
+  } catch {
+    return undefined;
+  }
+  if (!json || typeof json !== 'object' || (json as { inflab?: unknown }).inflab !== FORMAT_VERSION) return undefined;
+  if (!fileSchema.safeParse(json).success) return undefined;
+  const file = json as NotebookFile;
+  let next = 0;
+  let broken = false;
+  const item = (it: FileItem): NbOutputBytes => {
+    if (broken) return { mime: it.mime, bytes: new Uint8Array() };
+    if (it.data !== `${PLACEHOLDER}${next}`) {
+      // An item written some other way (by hand): as parseNotebook would give it.
+      if (typeof it.data === 'string' && it.data.startsWith(PLACEHOLDER)) broken = true;
+      return editorBytes(it);
+    }
+    const line = lines[next++];
+    let data: unknown;
+    try {
+      data = JSON.parse(line);
+    } catch {
+      broken = true; // parseNotebook says where
+      return { mime: it.mime, bytes: new Uint8Array() };
+    }
+    if (!isJsonMime(it.mime) && typeof data === 'string') return { mime: it.mime, bytes: encoder.encode(data) };
+    const bytes = encoder.encode(line);
+    knownLines.add(bytes);
+    return { mime: it.mime, bytes };
+  };
+  const nb: Notebook<NbOutputBytes> = { cells: file.cells.map((c) => cellFromFile(c, item)) };
+  // Every data line replaced must have been an item's data, in order.
+  if (broken || next !== lines.length) return undefined;
+  if (file.metadata !== undefined) nb.metadata = file.metadata;
+  return nb;
+}
+
+/** Whether the line before the one starting after `nl` is an item's `"mime": …` at the same indent. */
+function followsMime(text: string, nl: number, indent: number): boolean {
+  let start = nl;
+  for (let k = 0; start > 0 && text.charCodeAt(start - 1) !== 10; k++) {
+    if (k > indent + 300) return false;
+    start--;
+  }
+  for (let k = 0; k < indent; k++) if (text.charCodeAt(start + k) !== 32) return false;
+  return text.startsWith('"mime": "', start + indent);
+}
+
+/** Text parts encoded as UTF-8 and byte parts as they are, in one array. */
+function concatBytes(parts: (string | Uint8Array)[]): Uint8Array {
+  const chunks: Uint8Array[] = [];
+  let run: string[] = [];
+  const flush = () => {
+    if (run.length) chunks.push(encoder.encode(run.join('')));
+    run = [];
+  };
+  for (const p of parts) {
+    if (typeof p === 'string') run.push(p);
+    else {
+      flush();
+      chunks.push(p);
+    }
+  }
+  flush();
+  if (chunks.length === 1) return chunks[0];
+  let n = 0;
+  for (const c of chunks) n += c.length;
+  const out = new Uint8Array(n);
+  n = 0;
+  for (const c of chunks) {
+    out.set(c, n);
+    n += c.length;
+  }
+  return out;
 }
