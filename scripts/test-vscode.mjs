@@ -5,6 +5,8 @@
 // Restricted Mode (no --disable-workspace-trust). Prints every test and a last line
 // "N passed, N failed"; exits non-zero on any failure or timeout.
 //   node scripts/test-vscode.mjs [--only trusted|restricted] [--screenshot] [--keep] [--vsix FILE]
+//   node scripts/test-vscode.mjs --activation-only   no tests: only the activation figure of a
+//                                             trusted pass (perf-results/activation.json)
 //   node scripts/test-vscode.mjs --electron   same suite under @vscode/test-electron, with the desktop
 //                                             VS Code named by VSCODE_EXECUTABLE (or downloaded)
 import { execFileSync, spawn } from 'node:child_process';
@@ -19,7 +21,8 @@ import { CHROMIUM, entry, provision } from './provision-code-server.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const argv = process.argv.slice(2);
-const only = argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined;
+const activationOnly = argv.includes('--activation-only');
+const only = activationOnly ? 'trusted' : argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined;
 const screenshot = argv.includes('--screenshot');
 const keep = argv.includes('--keep');
 // --vsix FILE: install the packaged extension into code-server and test the installed copy.
@@ -56,8 +59,6 @@ async function buildAll() {
     external: ['vscode'],
     sourcemap: 'inline',
     logLevel: 'warning',
-    // The bundles proper (scripts/build.mjs) report this; the suite's bundle need not repeat it.
-    logOverride: { 'empty-import-meta': 'silent' },
     plugins: [
       {
         name: 'vega-canvas-shim',
@@ -66,8 +67,9 @@ async function buildAll() {
         },
       },
     ],
-    define: { 'import.meta.url': 'importMetaUrl' },
-    banner: { js: 'const importMetaUrl = require("url").pathToFileURL(__filename).href;' },
+    // As in scripts/build.mjs: import.meta as the bundle file's own URL and an ESM-style resolve().
+    define: { 'import.meta': 'importMeta' },
+    banner: { js: 'const importMeta = { url: require("url").pathToFileURL(__filename).href, resolve: (s) => require("url").pathToFileURL(require.resolve(s)).href };' },
   });
   fs.writeFileSync(path.join(root, 'out/test/vscode/suite/package.json'), JSON.stringify({ type: 'commonjs' }) + '\n');
 }
@@ -238,7 +240,7 @@ async function runPass(mode) {
   const server = await startCodeServer({
     trusted,
     workspace,
-    env: { INFLAB_EXAMPLES: path.join(root, 'examples'), INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: mode, INFLAB_TEST_BRIDGE: bridgeUrl, INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '' },
+    env: { INFLAB_EXAMPLES: path.join(root, 'examples'), INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: mode, INFLAB_TEST_BRIDGE: bridgeUrl, INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '', INFLAB_TEST_ACTIVATION_ONLY: activationOnly ? '1' : '' },
   });
   log(`${mode}: code-server at ${server.address}`);
   const browser = await chromium.launch({
@@ -284,7 +286,7 @@ async function runPass(mode) {
   clearInterval(poll);
   const text = pump();
   const m = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(text);
-  const result = { mode, code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0 };
+  const result = { mode, code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0, activation: activationOf(text) };
   if (code !== 0 || !m) {
     if (code === 'timeout') log(`${mode}: timed out after ${PASS_TIMEOUT_MS / 1000} s`);
     else log(`${mode}: the extension host exited with ${code}`);
@@ -296,6 +298,33 @@ async function runPass(mode) {
   }
   await cleanup();
   return result;
+}
+
+/** The suite's `activation: {json}` line (test/vscode/suite/activation.ts), if it printed one. */
+function activationOf(text) {
+  const m = /^activation: (\{.*\})$/m.exec(text);
+  try {
+    return m ? JSON.parse(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Activation figures from the passes, for scripts/perf.ts: perf-results/activation.json. */
+function writeActivation(results, host) {
+  const passes = results.filter((r) => r.activation).map((r) => r.activation);
+  if (!passes.length) return;
+  const dir = path.join(root, 'perf-results');
+  fs.mkdirSync(dir, { recursive: true });
+  const out = {
+    label: `VS Code ${passes[0].vscode} (${host}) extension host, measured by the VS Code suite before any notebook opened: activate_call_ms = getExtension().activate() to its resolution; require_ms = between the extension host's own marks around require(dist/extension.js); vscode_record = VS Code's Startup Performance figures (its load-code time also counts loading localized messages)`,
+    when: new Date().toISOString(),
+    machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', loadavg: os.loadavg().map((x) => Math.round(x * 100) / 100), node: process.version },
+    bundle_kib: Object.fromEntries(['extension.js', 'undici.js', 'vega.js'].filter((f) => fs.existsSync(path.join(root, 'dist', f))).map((f) => [f, Math.round(fs.statSync(path.join(root, 'dist', f)).size / 1024)])),
+    passes,
+  };
+  fs.writeFileSync(path.join(dir, 'activation.json'), JSON.stringify(out, null, 2) + '\n');
+  log(`activation: ${passes.map((p) => `${p.mode} ${p.activate_call_ms ?? '?'} ms, require ${p.require_ms ?? '?'} ms${p.vscode_record ? ` (VS Code: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms)` : ''}`).join('; ')} → perf-results/activation.json`);
 }
 
 /** The same suite in desktop VS Code through @vscode/test-electron (where one exists). */
@@ -319,7 +348,7 @@ async function runElectron() {
   }
   const text = fs.readFileSync(logFile, 'utf8');
   const m = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(text);
-  return { mode: 'electron', code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0 };
+  return { mode: 'electron', code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0, activation: activationOf(text) };
 }
 
 let exitCode = 0;
@@ -327,6 +356,7 @@ if (argv.includes('--electron')) {
   try {
     await buildAll();
     const r = await runElectron();
+    writeActivation([r], 'desktop, @vscode/test-electron');
     console.log(`${r.passed} passed, ${Math.max(r.failed, r.code ? 1 : 0)} failed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
     exitCode = r.failed || r.code ? 1 : 0;
   } finally {
@@ -342,6 +372,7 @@ try {
     if (only && only !== mode) continue;
     results.push(await runPass(mode));
   }
+  writeActivation(results, vsix ? 'code-server, installed .vsix' : 'code-server');
   const passed = results.reduce((a, r) => a + r.passed, 0);
   const failed = results.reduce((a, r) => a + r.failed, 0);
   const skipped = results.reduce((a, r) => a + r.skipped, 0);

@@ -12,6 +12,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { KINDS } from '../../../src/core/kinds';
+import { measureActivation } from './activation';
 import { runTests, say, type TestCase } from './runner';
 
 const EXT_ID = 'inflab.inflab';
@@ -481,6 +482,9 @@ function restrictedTests(): TestCase[] {
 export async function run(): Promise<void> {
   const mode = process.env.INFLAB_TEST_MODE === 'restricted' ? 'restricted' : 'trusted';
   say(`InfLab VS Code suite (${mode}) in VS Code ${vscode.version}`);
+  await measureActivation(EXT_ID, mode);
+  // scripts/test-vscode.mjs --activation-only: the figure alone, no tests.
+  if (process.env.INFLAB_TEST_ACTIVATION_ONLY) return void say('0 passed, 0 failed');
   const r = await runTests(mode === 'restricted' ? restrictedTests() : trustedTests());
   if (r.failed) throw new Error(`${r.failed} VS Code test(s) failed`);
 }
