@@ -35,6 +35,12 @@ export interface SimServerOptions {
   log?: string | ((line: string) => void) | false;
   /** Seconds of wall time between stats lines (default 10, as vLLM). */
   statsIntervalS?: number;
+  /**
+   * For measurement: called after each step's tokens were handed to the sockets, with the wall
+   * time (performance.now(), ms) the step was due to end, when its writes started and ended, and
+   * whether it was so late that the engine's clock restarts from the wall clock (a host stall).
+   */
+  onStepWritten?: (step: { dueMs: number; startMs: number; endMs: number; tokens: number; stalled: boolean }) => void;
 }
 
 export interface SimServer {
@@ -130,8 +136,33 @@ function readBody(req: http.IncomingMessage): Promise<string> {
   });
 }
 
+/**
+ * A response in flight. The engine loop computes a step ahead of its due time: `prepare` builds
+ * what the step's token means for this response (SSE text, or the final JSON) while the loop waits,
+ * `flush` hands it to the socket at the step's time: one write (or end) per response per step.
+ */
 interface Stream {
-  onToken(token: number, finished: boolean, req: SimRequest): void;
+  prepare(token: number, finished: boolean, req: SimRequest): void;
+  flush(): void;
+}
+
+/** JSON text of a one-character piece, cached by token id. */
+const pieceJson: string[] = [];
+function pieceJsonOf(token: number): string {
+  let j = token < 65536 ? pieceJson[token] : undefined;
+  if (j === undefined) {
+    j = JSON.stringify(idToChar(token));
+    if (token < 65536) pieceJson[token] = j;
+  }
+  return j;
+}
+
+/** Split JSON.stringify(make(sentinel)) around the sentinel's JSON, so a chunk is prefix + JSON(piece) + suffix, byte for byte. */
+function chunkTemplate(make: (piece: string) => unknown): [string, string] {
+  const sentinel = '\u0000piece\u0000';
+  const text = JSON.stringify(make(sentinel));
+  const at = text.indexOf(JSON.stringify(sentinel));
+  return [`data: ${text.slice(0, at)}`, `${text.slice(at + JSON.stringify(sentinel).length)}\n\n`];
 }
 
 export async function startSimServer(opts: SimServerOptions = {}): Promise<SimServer> {
@@ -160,18 +191,48 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   const log = write ? new VllmLog({ write }) : undefined;
 
   // ---- the engine loop against the wall clock ----
+  // Steps run back to back on an absolute schedule: step k's tokens leave at t0 + end_k / speed.
+  // Host work (writes, request handling) does not stretch the simulated steps: a step that leaves a
+  // little late is followed by steps that catch up, so the schedule does not drift. The engine's
+  // clock jumps to the wall clock when it was idle (a request arrives at an idle engine), and after
+  // a host stall (a step more than STALL_MS late: the process was not scheduled, a GC pause), as a
+  // real engine's GPU waits for a stalled host instead of bursting the backlog afterwards.
+  const STALL_MS = 20;
   const t0 = performance.now();
   const vnow = () => ((performance.now() - t0) / 1000) * speed;
   let looping = false;
   let closing = false;
   let timer: NodeJS.Timeout | undefined;
   let wake: (() => void) | undefined;
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      wake = resolve;
-      if (ms > 1) timer = setTimeout(resolve, ms);
-      else setImmediate(resolve);
-    });
+  const immediate = () => new Promise<void>((resolve) => setImmediate(resolve));
+  /** Wait until performance.now() ≥ due: a timer to about a millisecond before, then polling turns of the event loop (I/O still served). */
+  const sleepUntil = async (due: number) => {
+    const left = due - performance.now();
+    if (left > 2)
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, left - 1.5);
+      });
+    for (let i = 0; i < 1e6 && !closing && performance.now() < due; i++) await immediate();
+  };
+  const pending: Stream[] = [];
+  /** Build every response's text for a step, before it is due. */
+  const prepare = (res: StepResult) => {
+    pending.length = 0;
+    for (const ev of res.tokens) {
+      const s = ev.req.tag as Stream | undefined;
+      if (!s) continue;
+      s.prepare(ev.token, ev.finished, ev.req);
+      pending.push(s);
+    }
+    for (const r of res.dropped) {
+      const s = r.tag as Stream | undefined;
+      if (!s) continue;
+      s.prepare(-1, true, r);
+      pending.push(s);
+    }
+  };
+  /** At the step's time: metrics, then one write (or end) per response. */
   const dispatch = (res: StepResult) => {
     for (const ev of res.tokens) {
       const r = ev.req;
@@ -181,21 +242,29 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         metrics.e2e.observe(r.finishTime - r.arrival);
         metrics.finished[r.finishReason ?? 'stop'] = (metrics.finished[r.finishReason ?? 'stop'] ?? 0) + 1;
       }
-      (r.tag as Stream | undefined)?.onToken(ev.token, ev.finished, r);
     }
-    for (const r of res.dropped) (r.tag as Stream | undefined)?.onToken(-1, true, r);
+    for (let i = 0; i < pending.length; i++) pending[i].flush();
+    pending.length = 0;
   };
   const loop = async () => {
     looping = true;
     try {
+      let idle = true;
+      let stalled = false;
       while (!closing && engine.hasWork()) {
-        engine.advanceTo(vnow());
+        if (idle || stalled) engine.advanceTo(vnow());
         const res = engine.step();
         if (!res) break;
+        idle = false;
+        prepare(res);
         const due = t0 + (res.end / speed) * 1000;
-        await sleep(due - performance.now());
+        await sleepUntil(due);
         if (closing) break;
+        const start = performance.now();
         dispatch(res);
+        const end = performance.now();
+        stalled = end - due > STALL_MS;
+        if (opts.onStepWritten) opts.onStepWritten({ dueMs: due, startMs: start, endMs: end, tokens: res.tokens.length, stalled });
       }
     } finally {
       looping = false;
@@ -324,14 +393,32 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     const includeUsage = !!body.stream_options?.include_usage;
     const continuous = !!body.stream_options?.continuous_usage_stats;
     let text = '';
-    let done = false;
+    /** The response is over: ended by us, or the client went away. */
+    let closed = false;
+    /** The last token (or the drop) is prepared: the next flush ends the response. */
+    let ended = false;
+    /** Text prepared for the next flush. */
+    let out = '';
+    let finalBody: unknown;
     const usage = (r: SimRequest) => ({
       prompt_tokens: r.numPrompt,
       total_tokens: r.numPrompt + r.output.length,
       completion_tokens: r.output.length,
       prompt_tokens_details: { cached_tokens: r.cachedTokens },
     });
-    const sse = (obj: unknown) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    const sse = (obj: unknown) => {
+      out += `data: ${JSON.stringify(obj)}\n\n`;
+    };
+    // An ordinary content chunk (not the last, no per-chunk usage) is a template around the piece:
+    // the same bytes JSON.stringify gives for the object below, without building it per token.
+    const tpl =
+      stream && !(includeUsage && continuous)
+        ? chunkTemplate((piece) =>
+            kind === 'chat'
+              ? { id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: null }], usage: null }
+              : { id, object, created: createdAt, model: modelName, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: null, stop_reason: null }], usage: null },
+          )
+        : undefined;
     if (stream) {
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
       res.flushHeaders();
@@ -339,44 +426,57 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     }
     const finishReason = (r: SimRequest) => (r.finishReason === 'abort' ? 'abort' : r.finishReason ?? null);
     const s: Stream = {
-      onToken(token, finished, r) {
-        if (done) return;
-        const piece = token >= 0 ? idToChar(token) : '';
-        text += piece;
+      prepare(token, finished, r) {
+        if (closed || ended) return;
         if (stream) {
           if (token >= 0) {
-            const fr = finished ? finishReason(r) : null;
-            const u = includeUsage && continuous ? usage(r) : null;
-            if (kind === 'chat') {
-              if (r.output.length === 1) sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], usage: u });
-              sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: fr, ...(finished ? { stop_reason: null } : {}) }], usage: u });
-            } else {
-              sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }], usage: u });
+            if (kind === 'chat' && r.output.length === 1) {
+              sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], usage: includeUsage && continuous ? usage(r) : null });
+            }
+            if (!finished && tpl) out += tpl[0] + pieceJsonOf(token) + tpl[1];
+            else {
+              const piece = idToChar(token);
+              const fr = finished ? finishReason(r) : null;
+              const u = includeUsage && continuous ? usage(r) : null;
+              if (kind === 'chat') sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: fr, ...(finished ? { stop_reason: null } : {}) }], usage: u });
+              else sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }], usage: u });
             }
           }
           if (finished) {
             if (includeUsage) sse({ id, object, created: createdAt, model: modelName, choices: [], usage: usage(r) });
-            res.write('data: [DONE]\n\n');
-            res.end();
+            out += 'data: [DONE]\n\n';
           }
-        } else if (finished) {
-          const choice =
-            kind === 'chat'
-              ? { index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [], reasoning_content: null }, logprobs: null, finish_reason: finishReason(r), stop_reason: null }
-              : { index: 0, text, logprobs: null, finish_reason: finishReason(r), stop_reason: null, prompt_logprobs: null };
-          sendJson(req, res, 200, { id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: createdAt, model: modelName, choices: [choice], usage: usage(r), prompt_logprobs: null });
+        } else {
+          if (token >= 0) text += idToChar(token);
+          if (finished) {
+            const choice =
+              kind === 'chat'
+                ? { index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [], reasoning_content: null }, logprobs: null, finish_reason: finishReason(r), stop_reason: null }
+                : { index: 0, text, logprobs: null, finish_reason: finishReason(r), stop_reason: null, prompt_logprobs: null };
+            finalBody = { id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: createdAt, model: modelName, choices: [choice], usage: usage(r), prompt_logprobs: null };
+          }
         }
-        if (finished) done = true;
+        if (finished) ended = true;
+      },
+      flush() {
+        if (closed) {
+          out = '';
+          return;
+        }
+        if (ended) {
+          closed = true;
+          if (stream) res.end(out);
+          else sendJson(req, res, 200, finalBody);
+        } else if (out) res.write(out);
+        out = '';
       },
     };
     const sim = engine.add({ id, prompt: ids, maxTokens, minTokens: body.min_tokens ?? 0, ignoreEos: !!body.ignore_eos, arrival: vnow() });
     sim.tag = s;
     res.on('close', () => {
-      if (!done) {
-        done = true;
-        engine.abort(id);
-        metrics.finished.abort++;
-      }
+      if (closed) return;
+      closed = true;
+      if (engine.abort(id)) metrics.finished.abort++;
     });
     kick();
   }
