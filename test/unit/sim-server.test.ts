@@ -259,3 +259,17 @@ test('a log file and `inflab sim` as a process: prints "listening on http://127.
     if (child.exitCode === null) child.kill('SIGKILL');
   }
 });
+
+test('tokens never leave before their step is due, and every step is reported to onStepWritten', async () => {
+  const steps: { dueMs: number; startMs: number; endMs: number; tokens: number; stalled: boolean }[] = [];
+  const s = await startSimServer({ port: 0, speed: 5, onStepWritten: (x) => steps.push(x) });
+  try {
+    const r = await post(`${s.url}/v1/completions`, { prompt: 'abc', max_tokens: 12, ignore_eos: true, stream: true });
+    assert.equal(r.status, 200);
+    assert.equal(sse(r.text).filter((d) => d !== '[DONE]' && JSON.parse(d).choices.length).length, 12);
+    assert.equal(steps.reduce((a, x) => a + x.tokens, 0), 12);
+    for (const x of steps) assert.ok(x.startMs >= x.dueMs && x.endMs >= x.startMs, JSON.stringify(x));
+  } finally {
+    await s.close();
+  }
+});
