@@ -152,6 +152,34 @@ test('near misses after good lines (the templates are warm): the text path\'s fa
     }
 });
 
+test('stats lines read through the last line\'s skeleton: near misses give the text path\'s facts', () => {
+  const P = ansi('(APIServer pid=4650)');
+  const head = `${P}INFO 12-31 10:00:00 [loggers.py:122] Engine 000: `;
+  const line = (body: string) => head + body;
+  const std = (p: string, g: string, r = '24', w = '3') =>
+    `Avg prompt throughput: ${p} tokens/s, Avg generation throughput: ${g} tokens/s, Running: ${r} reqs, Waiting: ${w} reqs, GPU KV cache usage: 18.3%, Prefix cache hit rate: 42.1%`;
+  const pairs: [string, string][] = [
+    [std('1.0', '2.0'), std('1,523.4', '12,345,678.25', '0', '100')],
+    [std('1.0', '2.0'), std('1.0', '2.0') + ', Waiting: 9 reqs'],
+    [std('1.0', '2.0'), std('1.0', '2.0') + 'x'],
+    [std('1.0', '2.0'), std('1.0', '2.0').slice(0, -1)],
+    [std('1.0', '2.0'), std('1.2.3', '2')],
+    [std('1.0', '2.0'), std('1e3', '2')],
+    [std('1.0', '2.0'), std('1,', '2')],
+    [std('1.0', '2.0'), std('.5', '2')],
+    [std('1.0', '2.0'), std('1234567890123456', '2')],
+    [std('1.0', '2.0'), std('1.0', '2.0', '24\x1b[0m')],
+    // A number followed by a key without ", ": a trailing comma on the number would make a new part.
+    ['Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5 Waiting: 3 reqs', 'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5, Waiting: 3 reqs'],
+    ['Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5 Waiting: 3 reqs', 'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5,5 Waiting: 3 reqs'],
+    ['Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Pending: 4 reqs, Waiting: 3 reqs', 'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Pending: 7 reqs, Waiting: 1 reqs'],
+  ];
+  for (const [a, b] of pairs) {
+    const text = [line(a), line(b).replace('10:00:00', '10:00:10'), line(a).replace('10:00:00', '10:00:20'), line(b).replace('10:00:00', '10:00:30')].join('\n');
+    assert.deepEqual(plain(auditChunks([Buffer.from(text)])), plain(auditText(text)), JSON.stringify(b));
+  }
+});
+
 // ---------------------------------------------------------------------------------------------
 // Random logs around the fast path's edges: every fragment is either what it accepts or a near miss.
 

@@ -589,6 +589,8 @@ export class LogAuditor {
     }
     const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
     const st = this.scan;
+    st.dv = dv;
+    st.dvBuf = b;
     while (s < n) {
       const z = scanAccessRun(b, dv, s, n, st);
       if (z >= 0) {
@@ -601,6 +603,7 @@ export class LogAuditor {
       this.lineBytes(b, s, nl);
       s = nl + 1;
     }
+    st.dvBuf = undefined;
     if (s < n) this.toCarry(b, s, n);
   }
 

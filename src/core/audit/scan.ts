@@ -96,9 +96,25 @@ export class ScanState {
   /** The stamp's ten digits, MMDDhhmmss, as a number. */
   stampDigits = 0;
   status = 0;
+  /** The caller's chunk and a DataView on it, for word compares (unset for other buffers). */
+  dvBuf: Buffer | undefined;
+  dv: DataView = new DataView(new ArrayBuffer(0));
   /** Start of the message, for OTHER lines (the caller may want it). */
   msgStart = 0;
   stats: StatsFields | undefined;
+  // A stats line's values by key id (present when their bit is set in `has`).
+  vals = new Float64Array(13);
+  has = 0;
+  sawPending = false;
+  // The stats skeleton: the last stats line's bytes from "Avg prompt throughput: " on, and where
+  // its numbers (of which keys) sit in them.
+  sk = new Uint8Array(1024);
+  skDv = new DataView(this.sk.buffer);
+  skLen = 0;
+  skSlots = 0;
+  skStart = new Int32Array(32);
+  skEnd = new Int32Array(32);
+  skKey = new Int32Array(32);
   /**
    * A regular expression that finds, in a message, anything that makes classifyLine() look closer:
    * a needle of its rules or an ESC byte (ANSI stripping could join a needle). Set by the parser.
@@ -386,19 +402,14 @@ function scanVllm(buf: Buffer, p: number, e: number, st: ScanState): ScanKind {
 
 /** The "Key: value" parts of a stats line from `a` (at "Avg prompt throughput: "), as parseStats() reads them. */
 function scanStats(buf: Buffer, a: number, e: number, engine: number, st: ScanState): ScanKind {
-  let prompt = NaN,
-    gen = NaN,
-    running = NaN,
-    waiting = NaN,
-    swapped: number | undefined,
-    deferred: number | undefined,
-    preempt: number | undefined,
-    kv = NaN,
-    cpuKv: number | undefined,
-    hit: number | undefined,
-    extHit: number | undefined,
-    mm: number | undefined,
-    sawPending = false;
+  st.has = 0;
+  st.sawPending = false;
+  // The skeleton of the last stats line: its bytes with the numbers cut out. Most lines have it.
+  if (st.skSlots && statsBySkeleton(buf, a, e, st)) return buildStats(engine, st);
+  st.has = 0;
+  st.sawPending = false;
+  let slots = 0;
+  let skeleton = e - a <= st.sk.length;
   let ps = a;
   for (;;) {
     // The part runs to the next ", " (or the end of the line).
@@ -420,90 +431,121 @@ function scanStats(buf: Buffer, a: number, e: number, engine: number, st: ScanSt
         }
       }
       if (key >= 0) {
-        // parseFloat(value without commas): digits, commas, one '.'; anything odder falls back.
         const vs = ps + KEYS[key].length;
-        if (vs >= pe || !isDigit(buf[vs])) return FALLBACK;
-        let mant = 0,
-          digits = 0,
-          frac = 0,
-          dot = false,
-          j = vs;
-        for (; j < pe; j++) {
-          const b = buf[j];
-          if (b >= 48 && b <= 57) {
-            if (++digits > 15) return FALLBACK;
-            mant = mant * 10 + (b - 48);
-            if (dot) frac++;
-          } else if (b === 0x2c) continue;
-          else if (b === 0x2e && !dot) dot = true;
-          else break;
-        }
-        if (j < pe && (buf[j] | 0x20) === 0x65) return FALLBACK; // an exponent
-        const v = frac ? mant / POW10[frac] : mant;
-        switch (key) {
-          case K_PROMPT:
-            prompt = v;
-            break;
-          case K_GEN:
-            gen = v;
-            break;
-          case K_RUNNING:
-            running = v;
-            break;
-          case K_WAITING:
-            waiting = v;
-            break;
-          case K_PENDING:
-            waiting = v;
-            sawPending = true;
-            break;
-          case K_SWAPPED:
-            swapped = v;
-            break;
-          case K_DEFERRED:
-            deferred = v;
-            break;
-          case K_PREEMPT:
-            preempt = v;
-            break;
-          case K_GPU_KV:
-            kv = v;
-            break;
-          case K_CPU_KV:
-            cpuKv = v;
-            break;
-          case K_PREFIX:
-            hit = v;
-            break;
-          case K_EXT_PREFIX:
-            extHit = v;
-            break;
-          case K_MM:
-            mm = v;
-            break;
+        const j = scanNumber(buf, vs, pe, key, st);
+        if (j < 0) return FALLBACK;
+        if (buf[j - 1] === 0x2c || slots === st.skStart.length) skeleton = false;
+        else {
+          st.skStart[slots] = vs - a;
+          st.skEnd[slots] = j - a;
+          st.skKey[slots] = key;
+          slots++;
         }
       }
     }
     if (pe >= e) break;
     ps = pe + 2;
   }
-  if (Number.isNaN(prompt) || Number.isNaN(gen)) return FALLBACK;
+  if (!(st.has & (1 << K_PROMPT)) || !(st.has & (1 << K_GEN))) return FALLBACK;
+  // Keep this line as the skeleton (numbers ending in ',' would make a new ", ": no skeleton then).
+  if (skeleton && slots) {
+    st.sk.set(buf.subarray(a, e));
+    st.skLen = e - a;
+    st.skSlots = slots;
+  } else st.skSlots = 0;
+  return buildStats(engine, st);
+}
+
+/**
+ * parseFloat() of the value at vs (commas dropped), for `key`: digits, commas and one '.'; a
+ * value that starts otherwise, runs past 15 digits or has an exponent is -1 (fall back). Records
+ * the value in st; returns where the number ends.
+ */
+function scanNumber(buf: Buffer, vs: number, pe: number, key: number, st: ScanState): number {
+  if (vs >= pe || !isDigit(buf[vs])) return -1;
+  let mant = 0,
+    digits = 0,
+    frac = 0,
+    dot = false,
+    j = vs;
+  for (; j < pe; j++) {
+    const b = buf[j];
+    if (b >= 48 && b <= 57) {
+      if (++digits > 15) return -1;
+      mant = mant * 10 + (b - 48);
+      if (dot) frac++;
+    } else if (b === 0x2c) continue;
+    else if (b === 0x2e && !dot) dot = true;
+    else break;
+  }
+  if (j < pe && (buf[j] | 0x20) === 0x65) return -1; // an exponent
+  // Exact: both integers are below 2^53 and 10^frac is exact, so the one division rounds as parseFloat does.
+  const v = frac ? mant / POW10[frac] : mant;
+  if (key === K_PENDING) {
+    st.vals[K_WAITING] = v;
+    st.has |= 1 << K_WAITING;
+    st.sawPending = true;
+  } else {
+    st.vals[key] = v;
+    st.has |= 1 << key;
+  }
+  return j;
+}
+
+/**
+ * A stats line with the skeleton's bytes between its numbers: then its parts and keys are the
+ * skeleton's (a number holds no space, and none ends in ',', so no ", " moves), and only the
+ * numbers need reading.
+ */
+function statsBySkeleton(buf: Buffer, a: number, e: number, st: ScanState): boolean {
+  const sk = st.sk;
+  const skDv = st.skDv;
+  const dv = st.dvBuf === buf ? st.dv : undefined;
+  let pos = a;
+  let prev = 0;
+  for (let i = 0; i < st.skSlots; i++) {
+    const start = st.skStart[i];
+    const len = start - prev;
+    if (pos + len > e) return false;
+    let k = 0;
+    if (dv) for (; k + 4 <= len; k += 4) if (dv.getInt32(pos + k, true) !== skDv.getInt32(prev + k, true)) return false;
+    for (; k < len; k++) if (buf[pos + k] !== sk[prev + k]) return false;
+    pos += len;
+    // The number ends where parseFloat stops; the skeleton's next bytes must follow.
+    let stop = pos;
+    while (stop < e && (isDigit(buf[stop]) || buf[stop] === 0x2c || buf[stop] === 0x2e)) stop++;
+    const j = scanNumber(buf, pos, stop, st.skKey[i], st);
+    if (j < 0 || buf[j - 1] === 0x2c) return false;
+    pos = j;
+    prev = st.skEnd[i];
+  }
+  const len = st.skLen - prev;
+  if (pos + len !== e) return false;
+  let k = 0;
+  if (dv) for (; k + 4 <= len; k += 4) if (dv.getInt32(pos + k, true) !== skDv.getInt32(prev + k, true)) return false;
+  for (; k < len; k++) if (buf[pos + k] !== sk[prev + k]) return false;
+  return true;
+}
+
+function buildStats(engine: number, st: ScanState): ScanKind {
+  const h = st.has;
+  const v = st.vals;
   const f: StatsFields = {
-    format: sawPending || swapped !== undefined || cpuKv !== undefined ? 'v0' : 'v1',
-    prompt_tok_s: prompt,
-    gen_tok_s: gen,
-    running: Number.isNaN(running) ? 0 : running,
-    waiting: Number.isNaN(waiting) ? 0 : waiting,
-    kv_usage_pct: kv,
+    format: st.sawPending || h & (1 << K_SWAPPED) || h & (1 << K_CPU_KV) ? 'v0' : 'v1',
+    prompt_tok_s: v[K_PROMPT],
+    gen_tok_s: v[K_GEN],
+    running: h & (1 << K_RUNNING) ? v[K_RUNNING] : 0,
+    waiting: h & (1 << K_WAITING) ? v[K_WAITING] : 0,
+    kv_usage_pct: h & (1 << K_GPU_KV) ? v[K_GPU_KV] : NaN,
   };
   if (engine >= 0) f.engine = engine;
-  if (swapped !== undefined) f.swapped = swapped;
-  if (deferred !== undefined) f.deferred = deferred;
-  if (preempt !== undefined) f.preemptions = preempt;
-  if (cpuKv !== undefined) f.cpu_kv_usage_pct = cpuKv;
-  if (hit !== undefined) f.prefix_hit_pct = hit;
-  if (extHit !== undefined) f.external_prefix_hit_pct = extHit;
-  if (mm !== undefined) f.mm_hit_pct = mm;
+  if (h & (1 << K_SWAPPED)) f.swapped = v[K_SWAPPED];
+  if (h & (1 << K_DEFERRED)) f.deferred = v[K_DEFERRED];
+  if (h & (1 << K_PREEMPT)) f.preemptions = v[K_PREEMPT];
+  if (h & (1 << K_CPU_KV)) f.cpu_kv_usage_pct = v[K_CPU_KV];
+  if (h & (1 << K_PREFIX)) f.prefix_hit_pct = v[K_PREFIX];
+  if (h & (1 << K_EXT_PREFIX)) f.external_prefix_hit_pct = v[K_EXT_PREFIX];
+  if (h & (1 << K_MM)) f.mm_hit_pct = v[K_MM];
   st.stats = f;
   return STATS;
 }
