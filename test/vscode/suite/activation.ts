@@ -17,6 +17,8 @@ export interface ActivationFigures {
   vscode: string;
   /** Wall time from activate() to its resolution, in this extension host. */
   activate_call_ms?: number;
+  /** CPU time of the extension host process over the same span (user + system, every thread): less swayed by a busy machine than the wall time. */
+  activate_cpu_ms?: number;
   /** The extension host's marks around require(main): compiling and running the bundle's top level (1 ms resolution). */
   require_ms?: number;
   /** VS Code's own figures for this extension (ms), from its Startup Performance view. */
@@ -81,10 +83,13 @@ export async function measureActivation(id: string, mode: string): Promise<Activ
   if (!ext) r.note = `extension ${id} not found`;
   else if (ext.isActive) r.note = 'already active when the suite started: activate() not timed';
   else {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     try {
       await ext.activate();
       r.activate_call_ms = Math.round((performance.now() - t0) * 10) / 10;
+      const c = process.cpuUsage(c0);
+      r.activate_cpu_ms = Math.round((c.user + c.system) / 100) / 10;
     } catch (e) {
       r.note = `activate() failed: ${(e as Error).message}`;
     }
