@@ -419,6 +419,99 @@ function trustedTests(): TestCase[] {
         }
       },
     },
+    ...editorSafetyTests(),
+  ];
+}
+
+// ---------------------------------------------------------------- editor safety (issue 8, item 2)
+
+/** Opens its own copy of the example (not the notebook the tests above share). */
+async function openCopy(file: string): Promise<vscode.NotebookDocument> {
+  const doc = await vscode.workspace.openNotebookDocument(vscode.Uri.file(file));
+  await vscode.window.showNotebookDocument(doc);
+  return doc;
+}
+
+/** Types a line at the top of the first code cell, as a person would, and waits for the notebook to be dirty. */
+async function typeLine(doc: vscode.NotebookDocument, line: string): Promise<void> {
+  const cell = codeCells(doc)[0];
+  const e = new vscode.WorkspaceEdit();
+  e.insert(cell.document.uri, new vscode.Position(0, 0), line + '\n');
+  assert(await vscode.workspace.applyEdit(e), 'edit applied');
+  await waitFor('the notebook to be dirty', () => doc.isDirty, 5_000);
+}
+
+const firstCodeText = (doc: vscode.NotebookDocument) => codeCells(doc)[0].document.getText();
+
+/** Closes a notebook editor without saving, whatever state its file is in. */
+async function revertAndClose(doc: vscode.NotebookDocument): Promise<void> {
+  await vscode.window.showNotebookDocument(doc);
+  await vscode.commands.executeCommand('workbench.action.revertAndCloseActiveEditor');
+}
+
+function editorSafetyTests(): TestCase[] {
+  return [
+    {
+      name: 'a notebook changed on disk while it has unsaved edits: the save of the stale copy fails and both versions survive',
+      timeoutMs: 60_000,
+      fn: async () => {
+        const file = path.join(scratch(), 'day4.inflab');
+        const doc = await openCopy(file);
+        try {
+          // First a save with no conflict, so that a failure below is the conflict and nothing else.
+          await typeLine(doc, '# saved from the editor');
+          assert(await doc.save(), 'a save with no conflict succeeds');
+          assert(fs.readFileSync(file, 'utf8').includes('# saved from the editor'), 'the first edit is on disk');
+          // The user types on; meanwhile another program (a git checkout, `inflab run`, a second
+          // window) writes the file.
+          await typeLine(doc, '# typed while the file changed on disk');
+          const theirsFile = JSON.parse(fs.readFileSync(file, 'utf8'));
+          theirsFile.cells.push({ kind: 'markdown', language: 'markdown', source: ['written by another program'] });
+          const theirs = JSON.stringify(theirsFile, null, 2) + '\n';
+          fs.writeFileSync(file, theirs);
+          const later = new Date(Date.now() + 5_000);
+          fs.utimesSync(file, later, later);
+          await new Promise((r) => setTimeout(r, 1_500)); // time for VS Code's file watcher to see it
+          assert(doc.isDirty && firstCodeText(doc).startsWith('# typed while the file changed on disk'), 'the editor was not reloaded over the unsaved edit');
+          const saved = await doc.save();
+          assert(saved === false, 'the save of the stale copy reports failure (VS Code: "the content of the file is newer")');
+          await new Promise((r) => setTimeout(r, 500));
+          assert(fs.readFileSync(file, 'utf8') === theirs, "the other program's bytes are on disk, byte for byte");
+          assert(doc.isDirty && firstCodeText(doc).startsWith('# typed while the file changed on disk'), 'the unsaved edit is still in the editor');
+        } finally {
+          await revertAndClose(doc);
+        }
+      },
+    },
+    {
+      name: 'a save that fails (its folder was replaced by a file) leaves the original bytes intact and keeps the edit',
+      timeoutMs: 60_000,
+      fn: async () => {
+        const base = scratch();
+        const lab = path.join(base, 'lab');
+        const moved = path.join(base, 'lab-moved');
+        fs.mkdirSync(lab);
+        fs.renameSync(path.join(base, 'day4.inflab'), path.join(lab, 'day4.inflab'));
+        const original = fs.readFileSync(path.join(lab, 'day4.inflab'));
+        const doc = await openCopy(path.join(lab, 'day4.inflab'));
+        try {
+          await typeLine(doc, '# typed before the save failed');
+          // The folder is moved away and a file takes its name while the notebook is open.
+          fs.renameSync(lab, moved);
+          fs.writeFileSync(lab, 'a file, not a folder\n');
+          const saved = await doc.save();
+          assert(saved === false, 'the save reports failure');
+          assert(fs.readFileSync(path.join(moved, 'day4.inflab')).equals(original), 'the original bytes are intact');
+          assert(fs.readFileSync(lab, 'utf8') === 'a file, not a folder\n', "the file in the folder's place is untouched");
+          assert(fs.readdirSync(moved).join() === 'day4.inflab', `nothing else written beside the original: ${fs.readdirSync(moved)}`);
+          assert(doc.isDirty && firstCodeText(doc).startsWith('# typed before the save failed'), 'the edit is still in the editor');
+        } finally {
+          fs.rmSync(lab, { force: true });
+          if (fs.existsSync(moved)) fs.renameSync(moved, lab);
+          await revertAndClose(doc);
+        }
+      },
+    },
   ];
 }
 
