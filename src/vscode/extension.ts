@@ -1,7 +1,9 @@
 /**
  * InfLab's VS Code entry point. `activate` only registers: the serializer, the controller, the
- * diagnostics, hovers, quick fixes and commands. Everything that computes lives in src/core;
- * vega (heavy) loads only when a cell makes a plot.
+ * diagnostics, hovers, quick fixes and commands. Everything that computes lives in src/core.
+ * Only what diagnostics need loads with the extension (cell schemas, zod, yaml): the bench client,
+ * the audit, the simulator and its server load when a cell of theirs runs, and undici and vega from
+ * their own files beside this bundle (scripts/build.mjs).
  */
 import * as fs from 'node:fs/promises';
 import * as vscode from 'vscode';
