@@ -11,9 +11,17 @@ import { fromColumnar } from '../../src/core/bench/records';
 import { loadThreads } from '../../src/core/bench/shards';
 import { startScriptedServer } from '../support/scriptedServer';
 
-test('load threads: auto count is 1 for few streams, never above the concurrency, and an explicit count wins', () => {
+test('load threads: auto count is 1 for few streams, one per 125 streams up to 8, never above the concurrency, and an explicit count wins', () => {
+  const prev = process.env.INFLAB_BENCH_THREADS;
+  delete process.env.INFLAB_BENCH_THREADS;
   assert.equal(loadThreads(1), 1);
   assert.equal(loadThreads(8), 1);
+  assert.equal(loadThreads(125), 1);
+  assert.equal(loadThreads(250), 2);
+  assert.equal(loadThreads(500), 4);
+  assert.equal(loadThreads(1000), 8);
+  assert.equal(loadThreads(100_000), 8);
+  if (prev !== undefined) process.env.INFLAB_BENCH_THREADS = prev;
   assert.equal(loadThreads(3, 8), 3);
   assert.equal(loadThreads(1000, 2), 2);
 });
