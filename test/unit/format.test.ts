@@ -272,7 +272,7 @@ test('editor open of a broken file: the same NotebookFormatError as parseNoteboo
   }
 });
 
-test('editor open: "data" lines that are not output data (metadata, text, hand-written items) are read as parseNotebook reads them', () => {
+test('editor open: "data" lines that are not output data (metadata, text, hand-written items, CRLF) are read as parseNotebook reads them', () => {
   const nb: Notebook = {
     metadata: JSON.parse('{"mime": "not an item", "data": {"x": [1, 2]}}'),
     cells: [
@@ -293,6 +293,7 @@ test('editor open: "data" lines that are not output data (metadata, text, hand-w
     text.replace(/\{\n\s+"mime": "text\/plain",\n\s+"data": ("[^\n]*")\n\s+\}/, '{"mime": "text/plain", "data": $1}'),
     text.replace('"metadata": {\n    "data": {\n      "x": [\n        1,\n        2\n      ]\n    },\n    "mime": "not an item"\n  }', '"metadata": {\n    "mime": "not an item",\n    "data": {"x": [1, 2]}\n  }'),
   ];
+  variants.push(text.replace(/\n/g, '\r\n')); // a checkout that turned line endings into CRLF
   assert.notEqual(variants[2], text);
   assert.notEqual(variants[3], text);
   for (const v of variants) {
