@@ -101,7 +101,7 @@ await section('editor', '4. editor costs', async () => {
   if ('note' in vs) log(`  activation in VS Code: ${vs.note}`);
   else
     for (const p of vs.passes)
-      log(`  activation in VS Code ${p.vscode ?? ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms, require ${p.require_ms ?? '?'} ms${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`);
+      log(`  activation in VS Code ${p.vscode ?? ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`);
   return { bundles, vsix, notebook: nb, activation: act, activation_vscode: vs };
 });
 
