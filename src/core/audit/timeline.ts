@@ -55,6 +55,16 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
+/** median() of f(i), f(i - 1) … for n = 1, 2 or 3 values, without an array (once per window). */
+function medianOfLast(f: (i: number) => number, i: number, n: number): number {
+  const a = f(i);
+  if (n === 1) return a;
+  const b = f(i - 1);
+  if (n === 2) return (a + b) / 2;
+  const c = f(i - 2);
+  return Math.max(Math.min(a, b), Math.min(Math.max(a, b), c));
+}
+
 export function isIdle(w: WindowSeries, i: number): boolean {
   return w.running[i] === 0 && w.waiting[i] === 0 && w.prompt[i] < 0.05 && w.gen[i] < 0.05;
 }
@@ -119,7 +129,7 @@ export function buildTimeline(w: WindowSeries): Timeline {
     let segStart = r.first;
     let after: Segment['starts_after'] = r.after;
     for (let i = r.first + 1; i <= r.last; i++) {
-      const ref = median(Array.from({ length: Math.min(3, i - segStart) }, (_, k) => level(i - 1 - k)));
+      const ref = medianOfLast(level, i - 1, Math.min(3, i - segStart));
       const here = level(i);
       // A new level must hold for two windows: a lone tail (requests draining) is no new point.
       if (i === r.last) break;
