@@ -145,7 +145,7 @@ const SAMPLER_FALLBACKS = [
 export const MESSAGE_NEEDLES = new RegExp(
   ['Avg prompt throughput: ', 'Prefix cache hit rate: GPU: ', 'is preempted by PreemptionMode.', 'sampl', ...STARTUP_RULES.map((r) => r.needle)]
     .map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
-    .concat('\x1b')
+    .concat('\\x1b')
     .join('|'),
 );
 

@@ -99,8 +99,6 @@ export class ScanState {
   /** The caller's chunk and a DataView on it, for word compares (unset for other buffers). */
   dvBuf: Buffer | undefined;
   dv: DataView = new DataView(new ArrayBuffer(0));
-  /** Start of the message, for OTHER lines (the caller may want it). */
-  msgStart = 0;
   stats: StatsFields | undefined;
   // A stats line's values by key id (present when their bit is set in `has`).
   vals = new Float64Array(13);
@@ -379,7 +377,6 @@ function scanVllm(buf: Buffer, p: number, e: number, st: ScanState): ScanKind {
   }
   if (c >= e || c - q > 120 || buf[c] !== 0x5d) return FALLBACK;
   const m = c + 1 < e && buf[c + 1] === SP ? c + 2 : c + 1;
-  st.msgStart = m;
   // Stats: "Avg prompt throughput: …" or "Engine NNN: Avg prompt throughput: …".
   let engine = -1;
   let a = m;
