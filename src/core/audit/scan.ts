@@ -1,14 +1,17 @@
 /**
  * The byte-level fast path of the log parser. A big log is almost all uvicorn access lines and
  * periodic stats lines; this reads those straight from the file's bytes — no string decoding, no
- * regular expression, no allocation for an access line — and says "don't know" (FALLBACK) for
- * anything else, which then goes to classifyLine() on the decoded line. It accepts only a strict
+ * regular expression, no allocation for an access line — and other vLLM-format lines whose message
+ * holds none of the parser's needles (one regular expression over the Latin-1 view of the message),
+ * and says "don't know" (FALLBACK) for anything else, which then goes to classifyLine() on the
+ * decoded line. It accepts only a strict
  * subset of what classifyLine() accepts (ASCII, ANSI colour only in the process prefix, all-digit
  * stamps) and gives exactly the same result for it; the tests hold the two paths to that.
  *
  * The head of a line (ANSI colour, process prefix, level) repeats from line to line, so the head of
  * the last line that passed the full check is kept as a template, and a line that starts with the
- * same bytes skips the check.
+ * same bytes skips the check. Likewise a stats line is read through the last one's skeleton (its
+ * bytes with the numbers cut out) when it has the same bytes between its numbers.
  */
 import type { Level, StatsFields } from './parse';
 
