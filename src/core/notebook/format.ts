@@ -642,11 +642,13 @@ export function parseNotebookBytes(content: Uint8Array | string): Notebook<NbOut
 }
 
 /**
- * Save what the editor holds: the same bytes serializeNotebook writes for the notebook that
+ * Save what the editor holds: the bytes serializeNotebook writes for the notebook that
  * itemFromBytes gives back (`isJson` says which mimes hold JSON), without parsing and re-writing
  * item data the file already holds: bytes this module has seen to be one line of valid JSON (a
  * data line read by parseNotebookBytes, bytes from itemToBytes, or data this function wrote before)
- * are written as they are.
+ * are written as they are. So an unchanged notebook saves byte for byte as it was read, and a data
+ * line written by hand in another valid form (spaces, another key order) is kept as it was, where
+ * the CLI (serializeNotebook) would write the compact form.
  */
 export function serializeNotebookBytes(nb: Notebook<NbOutputBytes>, isJson: (mime: string) => boolean = isJsonMime): Uint8Array {
   return concatBytes(layout(nb, (it) => savedData(it, isJson)));
@@ -661,7 +663,10 @@ function editorBytes(it: NbOutputItem): NbOutputBytes {
 function savedData(it: NbOutputBytes, isJson: (mime: string) => boolean): string | Uint8Array {
   if (!isJson(it.mime)) return JSON.stringify(decoder.decode(it.bytes));
   const key = knownLines.key(it.bytes);
-  if (knownLines.has(key)) return it.bytes;
+  if (knownLines.has(key)) {
+    knownLines.add(key); // recently used: forgotten last
+    return it.bytes;
+  }
   const text = decoder.decode(it.bytes);
   let data: unknown;
   try {
