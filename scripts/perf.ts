@@ -68,7 +68,7 @@ await section('client', '1. bench client accuracy and capacity (mock server: TTF
 
 await section('sim', '2. simulator speed', async () => {
   const virtual = simVirtual([1, 2, 4, 8, 16, 32, 64, 128], 200, 1024, 1024);
-  log(`  virtual time: ${virtual.case}: ${virtual.wall_s} s wall, ${virtual.requests_per_s} req/s, ${virtual.output_tokens_per_s.toLocaleString('en-US')} output tokens/s, ${virtual.steps_per_s.toLocaleString('en-US')} steps/s (${virtual.speedup_vs_real_time}× real time)`);
+  log(`  virtual time: ${virtual.case}: ${virtual.wall_s} s wall (${virtual.cpu_ms} ms CPU) on first run, ${virtual.warm_wall_s} s (${virtual.warm_cpu_ms} ms CPU) once compiled; ${virtual.requests_per_s} req/s, ${virtual.output_tokens_per_s.toLocaleString('en-US')} output tokens/s, ${virtual.steps_per_s.toLocaleString('en-US')} steps/s (${virtual.speedup_vs_real_time}× real time)`);
   const real = await simRealTime(root, [64, 256, 512, 1024], log);
   log('\n' + table(['streams', 'steps', 'tokens/s', 'start late p50', 'p99', 'end late p50', 'p99', 'stalls', 'srv CPU s', 'µs/token', 'holds'], real.points.map((p: any) => [p.streams, p.steps, p.tokens_per_s, p.step_start_late_ms.p50, p.step_start_late_ms.p99, p.step_end_late_ms.p50, p.step_end_late_ms.p99, p.host_stalls, p.server_cpu_s, p.server_cpu_us_per_token, p.holds ? 'yes' : 'no'])));
   log(`  real time: holds up to ${real.max_streams_holding} streams (${real.rule})`);
