@@ -419,7 +419,7 @@ function trustedTests(): TestCase[] {
         }
       },
     },
-    ...editorSafetyTests(),
+    ...editorSafetyTests(() => path.join(dir, 'day4.inflab')),
   ];
 }
 
@@ -449,8 +449,31 @@ async function revertAndClose(doc: vscode.NotebookDocument): Promise<void> {
   await vscode.commands.executeCommand('workbench.action.revertAndCloseActiveEditor');
 }
 
-function editorSafetyTests(): TestCase[] {
+/** `executed`: a notebook with outputs, saved by the editor (the tests above leave one). */
+function editorSafetyTests(executed: () => string): TestCase[] {
   return [
+    {
+      name: 'a file in the earlier layout (output data pretty-printed) opens with its outputs and saves in the current one',
+      fn: async () => {
+        const current = fs.readFileSync(executed(), 'utf8');
+        const earlier = JSON.stringify(JSON.parse(current), null, 2) + '\n';
+        assert(earlier.split('\n').length > 2 * current.split('\n').length, 'the earlier layout has a line per number');
+        const file = path.join(scratch(), 'earlier.inflab');
+        fs.writeFileSync(file, earlier);
+        const doc = await openCopy(file);
+        try {
+          const want = JSON.parse(current).cells.map((c: any) => (c.outputs ?? []).map((o: any) => o.items.map((i: any) => i.mime).join()).join('|'));
+          const got = doc.getCells().map((c) => c.outputs.map((o) => o.items.map((i) => i.mime).join()).join('|'));
+          assert(JSON.stringify(got) === JSON.stringify(want), `outputs opened: ${JSON.stringify(got)}`);
+          assert(fs.readFileSync(file, 'utf8') === earlier, 'opening changed the file');
+          await dirtyWithoutChange(doc);
+          assert(await save(doc), 'saved');
+          assert(fs.readFileSync(file, 'utf8') === current, 'saved in the current layout, byte for byte');
+        } finally {
+          await revertAndClose(doc);
+        }
+      },
+    },
     {
       name: 'a notebook changed on disk while it has unsaved edits: the save of the stale copy fails and both versions survive',
       timeoutMs: 60_000,
