@@ -727,8 +727,10 @@ function parseDataLines(text: string): Notebook<NbOutputBytes> | undefined {
     const start = at + DATA_KEY.length;
     let end = lineEnd;
     while (end > start && (text.charCodeAt(end - 1) === 13 || text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)) end--;
+    const line = text.slice(start, end);
+    if (line === '{' || line === '[') return undefined; // data over several lines: the earlier layout
     skeleton.push(text.slice(copied, start), `"${PLACEHOLDER_IN_FILE}${lines.length}"`);
-    lines.push(text.slice(start, end));
+    lines.push(line);
     copied = end;
     pos = lineEnd;
   }
