@@ -2,8 +2,8 @@
  * The simulated endpoint (startSimServer) in its own process, instrumented for the perf script
  * through the server's onStepWritten hook: for every engine step, how late its tokens started to
  * be written (write start − the step's due wall time, t0 + end/speed) and how late the last one was
- * handed to its socket (write end − due), and how many steps were so late (over 20 ms) that the
- * engine restarted its clock from the wall clock (host stalls).
+ * handed to its socket (write end − due), and how many steps were so late (more than two steps, over 2 ms)
+ * that the engine restarted its clock from the wall clock (host stalls).
  *
  * IPC: parent → { type: 'take' } → { type: 'steps', startLate, endLate, tokens, stalls, cpu }; { type: 'close' }.
  * child → { type: 'listening', url }.

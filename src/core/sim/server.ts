@@ -195,9 +195,9 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   // Host work (writes, request handling) does not stretch the simulated steps: a step that leaves a
   // little late is followed by steps that catch up, so the schedule does not drift. The engine's
   // clock jumps to the wall clock when it was idle (a request arrives at an idle engine), and after
-  // a host stall (a step more than STALL_MS late: the process was not scheduled, a GC pause), as a
-  // real engine's GPU waits for a stalled host instead of bursting the backlog afterwards.
-  const STALL_MS = 20;
+  // a host stall (a step more than two steps' wall time late, and over 2 ms: the process was not
+  // scheduled, a GC pause), as a real engine's GPU waits for a stalled host instead of bursting the
+  // backlog afterwards (at a high speed factor a few ms late would otherwise be a burst of steps).
   const t0 = performance.now();
   const vnow = () => ((performance.now() - t0) / 1000) * speed;
   let looping = false;
@@ -263,7 +263,7 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         const start = performance.now();
         dispatch(res);
         const end = performance.now();
-        stalled = end - due > STALL_MS;
+        stalled = end - due > Math.max(2, (2000 * res.duration) / speed);
         if (opts.onStepWritten) opts.onStepWritten({ dueMs: due, startMs: start, endMs: end, tokens: res.tokens.length, stalled });
       }
     } finally {
