@@ -9,7 +9,7 @@ import type { CellOutput } from '../engine/types';
 import { finding, type CellPath, type Finding } from '../findings';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
-import { FORMULAS, percentile, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
+import { FORMULAS, percentile, percentileSorted, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
 import { fromColumnar } from './records';
 import type { PointResult, SweepResult } from './sweep';
 
@@ -312,14 +312,7 @@ function itlQuantiles(p: PointResult): { q: number; itl_ms: number }[] {
   }
   if (!itl.length) return [];
   const s = Float64Array.from(itl).sort();
-  return [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9].map((q) => ({ q, itl_ms: Math.round(percentileSortedLocal(s, q) * 1000) / 1000 }));
-}
-
-function percentileSortedLocal(s: Float64Array, p: number): number {
-  const rank = (p / 100) * (s.length - 1);
-  const lo = Math.floor(rank);
-  const hi = Math.min(s.length - 1, lo + 1);
-  return s[lo] + (s[hi] - s[lo]) * (rank - lo);
+  return [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9].map((q) => ({ q, itl_ms: Math.round(percentileSorted(s, q) * 1000) / 1000 }));
 }
 
 export async function benchPlots(r: Pick<SweepResult, 'points'>, spec: ReportSpec, predicted?: PredictedCurve, only: 'all' | 'throughput' = 'all'): Promise<CellOutput[]> {
