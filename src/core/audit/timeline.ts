@@ -3,6 +3,7 @@
  * windows (V1 drops the stats line to DEBUG while idle) break the timeline into busy runs; within a
  * run, a sustained change in load (running + waiting) starts a new segment.
  */
+import { median } from '../bench/metrics';
 import type { WindowSeries } from './parse';
 
 export interface Segment {
@@ -47,13 +48,6 @@ export interface Timeline {
   missing_windows: number;
   segments: Segment[];
 }
-
-const median = (xs: number[]): number => {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 
 /** median() of f(i), f(i - 1) … for n = 1, 2 or 3 values, without an array (once per window). */
 function medianOfLast(f: (i: number) => number, i: number, n: number): number {

@@ -152,6 +152,14 @@ export function percentile(values: ArrayLike<number>, p: number): number {
   return percentileSorted(Float64Array.from(values).sort(), p);
 }
 
+/** The middle value (the mean of the two middle ones for an even count); NaN when empty. */
+export function median(xs: number[]): number {
+  if (!xs.length) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 export function pKey(p: number): string {
   return `p${String(p).replace('.', '_')}`;
 }

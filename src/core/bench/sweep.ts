@@ -8,7 +8,7 @@ import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
 import { createAgent, getText, normalizeBaseUrl, redact, redactDeep, type BenchApi, type ClientConfig } from './client';
 import { runPoint, type LagStats } from './loadgen';
-import { summarizeRecords, type Dist, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
+import { median, summarizeRecords, type Dist, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
 import { pointSeed, promptSource } from './prompts';
 import { toColumnar, type ColumnarRecords } from './records';
@@ -119,11 +119,6 @@ export interface SweepHooks {
   onPoint?(p: PointResult): void;
   onProgress?(p: ProgressInfo): void;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : NaN;
-};
 
 async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult; simSpeed?: number }> {
   const times: number[] = [];
