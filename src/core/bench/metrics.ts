@@ -34,8 +34,6 @@ export type ErrorKind =
   | 'no-done'
   | 'client';
 
-export const SOFT_ERROR_KINDS: ReadonlySet<ErrorKind> = new Set(['missing-usage', 'no-done']);
-
 /** One request, as the client saw it. Times are ms on a monotonic clock, relative to the point's start. */
 export interface RequestRecord {
   /** Index within the point (warm-up requests are not recorded). */

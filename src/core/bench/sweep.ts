@@ -345,11 +345,3 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
     await agent.destroy().catch(() => undefined);
   }
 }
-
-/** Strip anything secret from options before they are echoed anywhere. */
-export function publicOptions(o: SweepOptions): Omit<SweepOptions, 'apiKey'> {
-  const { apiKey: _k, ...rest } = o;
-  return rest;
-}
-
-export { redact };

@@ -86,7 +86,3 @@ export function findingsOutput(findings: Finding[]): CellOutput | undefined {
 export function errorOutput(message: string, name = 'InfLab'): CellOutput {
   return { items: [{ mime: MIME.error, data: { name, message } }, { mime: MIME.plain, data: `${name}: ${message}` }] };
 }
-
-export function valuesOutput(values: Record<string, unknown>): CellOutput {
-  return { items: [{ mime: MIME.values, data: values }, { mime: MIME.plain, data: JSON.stringify(values, null, 2) }] };
-}
