@@ -2,9 +2,8 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { createNotebookContext, jsonSafe, runCell } from '../../core/engine/engine';
-import { MIME } from '../../core/engine/outputs';
-import { formatFinding } from '../../core/findings';
 import { cliServices } from '../services';
+import { printCellText } from '../io';
 import { UsageError } from '../usage';
 
 /**
@@ -64,12 +63,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
         continue;
       }
       if (!isAudit && r.ok) continue;
-      for (const o of r.outputs) {
-        const plain = o.items.find((it) => it.mime === MIME.plain);
-        if (plain && !o.items.some((it) => it.mime === MIME.findings || it.mime === MIME.error)) console.log(String(plain.data) + '\n');
-      }
-      if (r.error) console.log(`error: ${r.error.message}`);
-      for (const f of r.findings) console.log(formatFinding(f));
+      printCellText(r, '\n');
     }
   } finally {
     await services.close();

@@ -1,11 +1,9 @@
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { createNotebookContext, runCell, jsonSafe } from '../../core/engine/engine';
-import { MIME } from '../../core/engine/outputs';
-import { formatFinding } from '../../core/findings';
 import { cliServices } from '../services';
+import { printCellText, readArgFile } from '../io';
 import { UsageError } from '../usage';
 
 /** Split a multi-document YAML file into cell sources, keeping each document's own text. */
@@ -23,13 +21,7 @@ export function splitDocuments(text: string): string[] {
 export async function evalCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { json: { type: 'boolean' } } });
   if (positionals.length !== 1) throw new UsageError('give one YAML file: inflab eval FILE.yaml [--json]');
-  const file = path.resolve(positionals[0]);
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new UsageError(`cannot read ${positionals[0]}: ${(e as NodeJS.ErrnoException).code}`);
-  }
+  const { file, text } = readArgFile(positionals[0]);
   const services = cliServices();
   const ctx = createNotebookContext(path.dirname(file), services);
   const out: unknown[] = [];
@@ -42,12 +34,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
       out.push({ kind: r.kind, name: r.name ?? null, values: jsonSafe(r.values), findings: r.findings, ...(r.error ? { error: r.error } : {}) });
       if (!values.json) {
         console.log(`# [${i}] ${r.kind}${r.name ? ` (${r.name})` : ''}${r.ok ? '' : ' — FAILED'}`);
-        for (const o of r.outputs) {
-          const plain = o.items.find((it) => it.mime === MIME.plain);
-          if (plain && !o.items.some((it) => it.mime === MIME.findings || it.mime === MIME.error)) console.log(String(plain.data));
-        }
-        if (r.error) console.log(`error: ${r.error.message}`);
-        for (const f of r.findings) console.log(formatFinding(f));
+        printCellText(r);
         console.log();
       }
     }

@@ -5,19 +5,14 @@ import { formatFinding } from '../../core/findings';
 import { NotebookFormatError, parseNotebook, serializeNotebook } from '../../core/notebook/format';
 import { runNotebook } from '../../core/notebook/runNotebook';
 import { cliServices } from '../services';
+import { readArgFile } from '../io';
 import { UsageError } from '../usage';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 
 export async function runCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { out: { type: 'string' }, quiet: { type: 'boolean' } } });
   if (positionals.length !== 1) throw new UsageError('give one notebook: inflab run NOTEBOOK [--out PATH]');
-  const file = path.resolve(positionals[0]);
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (e) {
-    throw new UsageError(`cannot read ${positionals[0]}: ${(e as NodeJS.ErrnoException).code}`);
-  }
+  const { file, text } = readArgFile(positionals[0]);
   let nb;
   try {
     nb = parseNotebook(text);
