@@ -7,8 +7,8 @@
 import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
 import { createAgent, getText, normalizeBaseUrl, redact, redactDeep, type BenchApi, type ClientConfig } from './client';
-import { runPoint, type LagStats } from './loadgen';
-import { median, summarizeRecords, type Dist, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
+import { runPoint, type PointRun } from './loadgen';
+import { median, summarizeRecords, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
 import { pointSeed, promptSource } from './prompts';
 import { toColumnar, type ColumnarRecords } from './records';
@@ -59,7 +59,8 @@ export interface SweepOptions {
   runId?: string;
 }
 
-export interface PointResult {
+/** A point's load-generator run (its timings, in-flight counts and lags) with what the sweep made of it. */
+export interface PointResult extends Omit<PointRun, 'records'> {
   index: number;
   mode: 'closed' | 'open';
   concurrency?: number;
@@ -71,13 +72,6 @@ export interface PointResult {
   cached_share?: number;
   contaminated: boolean;
   contaminationReason?: string;
-  durationMs: number;
-  t0EpochMs: number;
-  observedInFlight: number;
-  maxInFlight: number;
-  dispatchLagMs?: Dist;
-  loopLag: LagStats;
-  cancelled: boolean;
   records?: ColumnarRecords;
 }
 
