@@ -12,12 +12,10 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
 import type { CellResult, ProgressUpdate } from '../../src/core/engine/types';
-import { KINDS } from '../../src/core/kinds';
 import { serializeNotebook } from '../../src/core/notebook/format';
 import { benchNotebook, KEY, leaks, SECRET, startTargets, type Targets } from '../support/plantedKey';
 
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-secrets-inproc-'));
-const hasBench = KINDS.some((k) => k.key === 'bench');
 
 let t: Targets;
 before(async () => {
@@ -28,7 +26,7 @@ after(async () => {
   fs.rmSync(TMP, { recursive: true, force: true });
 });
 
-test('in process (services.getApiKey): results, findings, progress updates and the saved notebook hold no key', { skip: !hasBench && 'no bench kind is registered yet' }, async () => {
+test('in process (services.getApiKey): results, findings, progress updates and the saved notebook hold no key', async () => {
   const asked: string[] = [];
   const progress: ProgressUpdate[] = [];
   const services = {
@@ -134,7 +132,7 @@ function hostileServer(): Promise<{ url: string; models: string[]; close(): Prom
   });
 }
 
-test('a server that names its model after the key and echoes it in every failure: nothing the bench stores or shows holds it', { skip: !hasBench && 'no bench kind is registered yet' }, async () => {
+test('a server that names its model after the key and echoes it in every failure: nothing the bench stores or shows holds it', async () => {
   const srv = await hostileServer();
   try {
     const progress: ProgressUpdate[] = [];
