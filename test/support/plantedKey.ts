@@ -11,6 +11,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import type { Notebook } from '../../src/core/notebook/format';
+import { closedPort } from './scriptedServer';
 
 export const SECRET = randomBytes(16).toString('hex');
 export const KEY = `sk-inflab-planted-${SECRET}`;
@@ -113,15 +114,6 @@ export async function echoServer(behaviour: Behaviour): Promise<Echo> {
         server.close(() => r());
       }),
   };
-}
-
-/** A port nothing listens on (bound, then closed). */
-export async function closedPort(): Promise<number> {
-  const s = http.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
 }
 
 export interface Targets {
