@@ -28,7 +28,8 @@ import * as path from 'node:path';
 import { fromColumnar } from '../../src/core/bench/records';
 import { runSweep, type SweepResult } from '../../src/core/bench';
 import { loadThreads } from '../../src/core/bench/shards';
-import { percentile, r1, r3, summary } from './stats';
+import { percentileSorted } from '../../src/core/bench/metrics';
+import { r1, r3, summary } from './stats';
 import type { TruthRecord } from './mockServer';
 
 export interface ClientPoint {
@@ -76,7 +77,7 @@ export interface ClientAccuracy {
 const QS = [5, 10, 25, 40, 50, 60, 75, 90, 95];
 const quantiles = (xs: number[], qs: number[]) => {
   const s = Float64Array.from(xs).sort();
-  return qs.map((q) => r3(percentile(s, q)));
+  return qs.map((q) => r3(percentileSorted(s, q)));
 };
 const share = (xs: number[], below: number) => (xs.length ? xs.filter((x) => x < below).length / xs.length : NaN);
 

@@ -1,19 +1,11 @@
-/** Small helpers shared by the perf sections: percentiles (linear, numpy's default), rounding, a table. */
-
-export function percentile(sorted: ArrayLike<number>, p: number): number {
-  const n = sorted.length;
-  if (!n) return NaN;
-  const x = (p / 100) * (n - 1);
-  const lo = Math.floor(x);
-  const hi = Math.min(n - 1, lo + 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo);
-}
+/** Small helpers shared by the perf sections: a summary (percentiles as the bench computes them), rounding, a table. */
+import { percentileSorted } from '../../src/core/bench/metrics';
 
 export function summary(xs: number[] | Float64Array): { n: number; p50: number; p99: number; mean: number; max: number } {
   const s = Float64Array.from(xs).sort();
   let sum = 0;
   for (const v of s) sum += v;
-  return { n: s.length, p50: r3(percentile(s, 50)), p99: r3(percentile(s, 99)), mean: r3(sum / s.length), max: r3(s[s.length - 1]) };
+  return { n: s.length, p50: r3(percentileSorted(s, 50)), p99: r3(percentileSorted(s, 99)), mean: r3(sum / s.length), max: r3(s[s.length - 1]) };
 }
 
 export const r3 = (x: number) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x);
