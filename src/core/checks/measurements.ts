@@ -101,7 +101,8 @@ export function pathOf(m: Measurement, k: MKey): CellPath {
 export const TIME_KEYS = ['ttft', 'tpot', 'itl', 'e2e'] as const;
 export const PCTS = ['', '_p50', '_p90', '_p99'] as const;
 
-const isObj = (x: unknown): x is Record<string, any> => typeof x === 'object' && x !== null && !Array.isArray(x);
+/** A plain object (not null, not an array). */
+export const isObj = (x: unknown): x is Record<string, any> => typeof x === 'object' && x !== null && !Array.isArray(x);
 const isQty = (x: unknown): x is Quantity => isObj(x) && typeof x.value === 'number' && isObj(x.dims);
 
 function num(x: unknown): number | undefined {

@@ -5,10 +5,9 @@
  */
 import { finding, type Finding, type RelatedInfo } from '../findings';
 import { pct, sameCell, short, time } from './common';
-import { measurementsOf, pathOf, samplerOf, type Measurement } from './measurements';
+import { isObj, measurementsOf, pathOf, samplerOf, type Measurement } from './measurements';
 import type { CheckInput, CheckRule } from './types';
 
-const isObj = (x: unknown): x is Record<string, any> => typeof x === 'object' && x !== null && !Array.isArray(x);
 const isBench = (kind: string) => kind === 'bench' || kind.startsWith('bench:');
 
 /** Little's law must close within this (the real sweep closed within 1% at every point). */

@@ -24,7 +24,7 @@
 import { z } from 'zod';
 import { causeTag, runChecks } from '../checks';
 import { gib, short, time } from '../checks/common';
-import { pickNum } from '../checks/measurements';
+import { isObj, pickNum } from '../checks/measurements';
 import { tableOutput } from '../engine/outputs';
 import { quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, CellResult, KindModule, NotebookContext, Setup } from '../engine/types';
@@ -100,8 +100,6 @@ function literal(v: string | number): Val | undefined {
   const n = Number(v.replace(/,/g, ''));
   return v.trim() !== '' && Number.isFinite(n) ? { base: n } : undefined;
 }
-
-const isObj = (x: unknown): x is Record<string, any> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
 export interface Resolved {
   /** One value, or a curve of (x, value) points. */
