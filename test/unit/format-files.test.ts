@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { writeFileAtomic } from '../../src/core/notebook/atomicWrite';
-import { NotebookFormatError, parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
+import { parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-files-'));
