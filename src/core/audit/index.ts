@@ -57,7 +57,7 @@ export function analyzeFacts(facts: AuditFacts, opts: AuditOptions = {}): { time
 }
 
 /** The cell's values: what later cells and checks can use. */
-export function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
+function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
   const v = <T>(x: { value: T } | undefined) => (x ? x.value : null);
   return {
     files: f.files.map((x) => x.path),

@@ -88,7 +88,7 @@ function readDir(d: string): fs.Dirent[] {
 }
 
 /** Sort log files oldest first (rotated logs: day4.log.2, day4.log.1, day4.log), name as tiebreak. */
-export function sortByMtime(paths: string[]): string[] {
+function sortByMtime(paths: string[]): string[] {
   const m = new Map(paths.map((p) => [p, safeMtime(p)]));
   return [...paths].sort((a, b) => m.get(a)! - m.get(b)! || a.localeCompare(b));
 }

@@ -68,7 +68,7 @@ function isDrained(w: WindowSeries, i: number): boolean {
   return w.running[i] === 0 && w.waiting[i] === 0;
 }
 
-export function detectInterval(w: WindowSeries): number {
+function detectInterval(w: WindowSeries): number {
   const d: number[] = [];
   for (let i = 1; i < w.length && d.length < 5000; i++) {
     const dt = w.t[i] - w.t[i - 1];

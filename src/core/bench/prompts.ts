@@ -5,7 +5,7 @@
  */
 
 /** splitmix32: a well-mixed 32-bit hash step, used to derive seeds. */
-export function mix32(x: number): number {
+function mix32(x: number): number {
   x = (x + 0x9e3779b9) | 0;
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
@@ -42,7 +42,7 @@ export function pointSeed(base: number, index: number, fixed: boolean): number {
 }
 
 /** Token ids are drawn from [low, high): away from the byte tokens and the special tokens at the top. */
-export function tokenRange(vocab: number): { low: number; high: number } {
+function tokenRange(vocab: number): { low: number; high: number } {
   const high = Math.max(200, Math.floor(vocab * 0.98));
   return { low: Math.min(100, high - 100), high };
 }
@@ -88,7 +88,7 @@ function normal(r: () => number): number {
 }
 
 /** Marsaglia–Tsang gamma(shape k, scale θ). */
-export function gammaSample(r: () => number, k: number, theta: number): number {
+function gammaSample(r: () => number, k: number, theta: number): number {
   if (k < 1) {
     const u = r() || 1e-12;
     return gammaSample(r, k + 1, theta) * Math.pow(u, 1 / k);

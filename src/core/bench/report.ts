@@ -38,7 +38,7 @@ const r3 = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? 
 const dshort = (d: Dist) => ({ n: d.n, mean: r3(d.mean), median: r3(d.median), std: r3(d.std), ...Object.fromEntries(Object.entries(d.p).map(([k, v]) => [k, r3(v)])) });
 
 /** Strip user:password@ from a URL before it is shown. */
-export function displayUrl(url: string): string {
+function displayUrl(url: string): string {
   try {
     const u = new URL(url);
     u.username = '';
@@ -49,7 +49,7 @@ export function displayUrl(url: string): string {
   }
 }
 
-export function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): string {
+function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): string {
   return p.mode === 'open' ? `${p.rate} req/s` : `c=${p.concurrency}`;
 }
 
@@ -208,7 +208,7 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
   return fs;
 }
 
-export function fixedSeedFinding(path: CellPath): Finding {
+function fixedSeedFinding(path: CellPath): Finding {
   return finding('warning', 'fixed-seed-prefix-cache', 'A fixed seed sends the same prompts at every point: a server with prefix caching serves later points from its cache, so their TTFT measures cache hits (a 1,000-token prompt in 23 ms, below the prefill floor, was the tell in a real lab).', path, {
     cause: 'the prompt generator regenerates identical token ids for every point',
     fix: 'write "seed: per-point" (each point its own prompts), or run the server with prefix caching off; the /metrics hit rate per point shows which points were contaminated',
@@ -285,7 +285,7 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
 export const BURST_GAP_MS = 0.1;
 
 /** Share of a point's gaps between chunks (ok requests) under BURST_GAP_MS, and how many gaps there were. */
-export function burstShare(p: Pick<PointResult, 'records'>): { share: number; gaps: number } | undefined {
+function burstShare(p: Pick<PointResult, 'records'>): { share: number; gaps: number } | undefined {
   const c = p.records;
   if (!c) return undefined;
   let gaps = 0;

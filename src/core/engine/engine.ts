@@ -42,7 +42,7 @@ export interface Prepared {
   findings: Finding[];
 }
 
-export function findKind(key: string | undefined, value: unknown): KindModule | undefined {
+function findKind(key: string | undefined, value: unknown): KindModule | undefined {
   if (!key) return undefined;
   return KINDS.find((k) => k.key === key && k.variant === String(value)) ?? KINDS.find((k) => k.key === key && !k.variant);
 }

@@ -44,7 +44,7 @@ export function oneOrMany<T extends z.ZodTypeAny>(item: T) {
 export const positiveInt = z.number().int().positive();
 
 /** Levenshtein distance, for "did you mean" suggestions. */
-export function editDistance(a: string, b: string): number {
+function editDistance(a: string, b: string): number {
   const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
   for (let j = 1; j <= b.length; j++) d[0][j] = j;
   for (let i = 1; i <= a.length; i++)
@@ -92,7 +92,7 @@ function unwrap(s: any): any {
 }
 
 /** How a value someone wrote is named in a message: "a list", "true", "an empty value". */
-export function describeValue(v: unknown): string {
+function describeValue(v: unknown): string {
   if (v === null || v === undefined) return 'an empty value';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';

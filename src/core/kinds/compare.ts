@@ -83,12 +83,12 @@ const SUFFIXES: [string, DimName, string, number][] = [
 ];
 
 /** A value named `key` holding `n`: its unit from the name's suffix (ttft_ms → 23 ms). */
-export function valFromKey(key: string, n: number): Val {
+function valFromKey(key: string, n: number): Val {
   for (const [suf, dim, unit, f] of SUFFIXES) if (key.endsWith(suf) || key === suf.slice(1)) return { base: n * f, dim, unit };
   return { base: n };
 }
 
-export function stripSuffix(key: string): string {
+function stripSuffix(key: string): string {
   for (const [suf] of SUFFIXES) if (key.endsWith(suf) && key.length > suf.length) return key.slice(0, -suf.length);
   return key;
 }
@@ -112,7 +112,7 @@ export interface Resolved {
 const X_KEYS = ['batch', 'concurrency', 'max_concurrency', 'rate', 'request_rate'];
 
 /** Parse `name.path[0].key` against the notebook's named results. Throws a message on failure. */
-export function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved {
+function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved {
   const names = [...nb.named.keys()].sort((a, b) => b.length - a.length);
   const name = names.find((n) => text === n || text.startsWith(`${n}.`) || text.startsWith(`${n}[`));
   if (name === undefined) {
@@ -206,7 +206,7 @@ const CHECK_KEYS: Record<string, DimName> = {
 };
 
 /** Which record key a row's measured number stands for: from its value name, else from the row's words. */
-export function checkKeyFor(quantityText: string, valueKey: string | undefined, val: Val): string | undefined {
+function checkKeyFor(quantityText: string, valueKey: string | undefined, val: Val): string | undefined {
   if (!val.dim) return undefined;
   let k = valueKey ? stripSuffix(valueKey) : '';
   const v = /^(mean|median|p(\d+))_(ttft|tpot|itl|e2el)$/.exec(k);
@@ -268,7 +268,7 @@ function checkMeasured(key: string | undefined, val: Val, context: Record<string
     .map(({ quickFix: _q, ...f }) => ({ ...f, path: at, message: `${label}: ${f.message}` }));
 }
 
-export function fmtVal(v: Val): string {
+function fmtVal(v: Val): string {
   switch (v.dim) {
     case undefined:
       return short(v.base);

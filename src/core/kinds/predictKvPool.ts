@@ -43,7 +43,7 @@ function options(cell: Cell, setup: Setup): KvPoolOptions {
 }
 
 /** An "N GB" card memory that is N GiB on the card: N, else undefined. */
-export function decimalCardSize(memoryBytes: number): number | undefined {
+function decimalCardSize(memoryBytes: number): number | undefined {
   const n = memoryBytes / 1e9;
   return Number.isInteger(n) && BINARY_CARD_SIZES.has(n) ? n : undefined;
 }

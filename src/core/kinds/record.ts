@@ -73,7 +73,7 @@ type Cell = z.output<typeof schema>;
 const isQty = (x: unknown): x is Quantity => typeof x === 'object' && x !== null && 'dims' in x && 'value' in x;
 
 /** The value name a key's number is exposed under, and the number in that unit. */
-export function recordValue(key: string, q: Quantity): [string, number][] {
+function recordValue(key: string, q: Quantity): [string, number][] {
   switch (dimName(q)) {
     case 'time':
       return [[`${key}_ms`, q.value * 1e3]];
@@ -103,7 +103,7 @@ function shown(q: Quantity): string {
 }
 
 /** What physics says about a key, for the table's last column. */
-export function physicsNote(key: string, cell: Record<string, unknown>, setup: Setup | undefined): string {
+function physicsNote(key: string, cell: Record<string, unknown>, setup: Setup | undefined): string {
   if (!setup) return '';
   const b = bounds(setup);
   const base = key.replace(/_p\d\d$/, '');

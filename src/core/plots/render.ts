@@ -10,7 +10,7 @@ export type VlSpec = Record<string, unknown>;
 
 export const VL_SCHEMA = 'https://vega.github.io/schema/vega-lite/v6.json';
 
-export async function renderSvg(spec: VlSpec): Promise<string> {
+async function renderSvg(spec: VlSpec): Promise<string> {
   const [vl, vega] = await Promise.all([import('vega-lite'), import('vega')]);
   const compiled = vl.compile(spec as any).spec;
   const view = new vega.View(vega.parse(compiled), { renderer: 'none' });

@@ -88,7 +88,7 @@ function knob(v: unknown): number | undefined {
 }
 
 /** Fill every option from the setup (its server knobs) and the defaults. */
-export function resolveEngineConfig(opts: EngineOptions): EngineConfig {
+function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const { setup } = opts;
   const srv = setup.server ?? {};
   const util = opts.gpuMemoryUtilization ?? knob(srv.gpu_memory_utilization) ?? ENGINE_DEFAULTS.gpuMemoryUtilization;

@@ -32,17 +32,17 @@ export interface StatsWindow {
 
 const pad = (n: number) => String(n).padStart(2, '0');
 
-export function vllmTimestamp(d: Date): string {
+function vllmTimestamp(d: Date): string {
   return `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
 /** 410240 → "410,240" (Python's "{:,}"). */
-export function commaInt(n: number): string {
+function commaInt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
 
 /** The V1 stats line's message (after the prefix), E format. */
-export function formatStatsMessage(s: StatsWindow): string {
+function formatStatsMessage(s: StatsWindow): string {
   return (
     `Engine 000: Avg prompt throughput: ${s.promptTokensPerS.toFixed(1)} tokens/s, ` +
     `Avg generation throughput: ${s.generationTokensPerS.toFixed(1)} tokens/s, ` +
