@@ -17,7 +17,7 @@ export function cliServices(): CliServices {
     },
     async simEndpoint(setup?: Setup) {
       if (!sim) {
-        sim = import('../core/sim/server').then((m) => m.startSimServer({ setup, speed: Number(process.env.INFLAB_SIM_SPEED || 1) }));
+        sim = import('../core/sim/server').then((m) => m.startSimServer({ setup, speed: Number(process.env.INFLAB_SIM_SPEED) || 1 }));
       }
       return (await sim).url;
     },

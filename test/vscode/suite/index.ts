@@ -11,7 +11,6 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { KINDS } from '../../../src/core/kinds';
 import { measureActivation } from './activation';
 import { runTests, say, type TestCase } from './runner';
 
@@ -133,10 +132,6 @@ async function diagnosticsOf(cell: vscode.NotebookCell, what: string, pred: (d: 
     const d = vscode.languages.getDiagnostics(cell.document.uri);
     return pred(d) ? d : undefined;
   });
-}
-
-function hasKind(key: string): boolean {
-  return KINDS.some((k) => k.key === key);
 }
 
 function trustedTests(): TestCase[] {
@@ -279,7 +274,6 @@ function trustedTests(): TestCase[] {
     },
     {
       name: 'a record cell with an impossible TTFT gets a warning on the ttft line, before and after running',
-      skip: hasKind('record') ? false : 'the record kind is not registered yet',
       fn: async () => {
         const cell = await appendCell(doc, 'record: day4 validation run\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nprompt: 1000 tokens\nttft: 23 ms\n');
         const onTtft = (d: vscode.Diagnostic[]) => d.some((x) => x.severity === vscode.DiagnosticSeverity.Warning && x.range.start.line === 4);
@@ -301,7 +295,6 @@ function trustedTests(): TestCase[] {
     },
     {
       name: 'the quick fix for a fixed seed sets per-point seeds in the cell',
-      skip: hasKind('bench') ? false : 'the bench kind is not registered yet',
       fn: async () => {
         const cell = await appendCell(doc, 'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2]\nseed: 7\n');
         const diags = await diagnosticsOf(cell, 'a warning on the seed line', (d) => d.some((x) => x.range.start.line === 4 && x.severity === vscode.DiagnosticSeverity.Warning));
@@ -327,7 +320,6 @@ function trustedTests(): TestCase[] {
     },
     {
       name: 'a short bench sweep against the simulated endpoint grows its output point by point',
-      skip: hasKind('bench') ? false : 'the bench kind is not registered yet',
       timeoutMs: 120_000,
       fn: async () => {
         const cell = await appendCell(doc, 'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2, 4]\nrequests: 6\n');
@@ -355,7 +347,7 @@ function trustedTests(): TestCase[] {
     },
     {
       name: 'an API key set through the command is sent as Authorization and written nowhere; a notebook-named host is not contacted unasked',
-      skip: !bridge ? 'needs the browser harness (INFLAB_TEST_BRIDGE)' : hasKind('bench') ? false : 'the bench kind is not registered yet',
+      skip: !bridge ? 'needs the browser harness (INFLAB_TEST_BRIDGE)' : false,
       timeoutMs: 90_000,
       fn: async () => {
         const KEY = `sk-inflab-planted-${Math.random().toString(36).slice(2)}`;
