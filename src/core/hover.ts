@@ -10,15 +10,13 @@ import { applySetupOverrides, SETUP_KEYS } from './kinds/setup';
 import { parseCell, pathAt } from './notebook/cellSource';
 import { computePeak, decodeRoofline, kvBytesPerToken, prefillFloorSimple, prefillFloorStrict, weightsBytes, weightsReadPerStep } from './physics';
 import { BLOCK_SIZE, kvPool } from './physics/kvPool';
-import { DIMS, fmtBytes, fmtIn, fmtNum, fmtTime, otherUnits, parseQuantity, type DimName, type Quantity } from './units';
+import { decimalCardSize, DIMS, fmtBytes, fmtIn, fmtNum, fmtTime, GiB, otherUnits, parseQuantity, type DimName, type Quantity } from './units';
 
 /** Keys whose bare numbers carry a unit by convention. */
 const BARE_TOKENS = new Set(['context', 'input', 'output', 'prompt', 'max_model_len', 'max_num_batched_tokens', 'tokens']);
 const BATCH_KEYS = new Set(['batch', 'concurrency', 'max_num_seqs']);
 const FRACTION_KEYS = new Set(['gpu_memory_utilization']);
 const ALL_DIMS = (Object.keys(DIMS) as DimName[]).filter((d) => d !== 'ratio');
-const GiB = 2 ** 30;
-const BINARY_CARD_SIZES = new Set([16, 24, 32, 40, 80, 96]);
 
 /**
  * The setup in force for cell `index` of a notebook: setup cells above it carry forward, `setup:
@@ -92,8 +90,8 @@ function effectiveSetup(data: Record<string, unknown>, setup: Setup | undefined)
 }
 
 function cardMemoryNote(qq: Quantity): string[] {
-  const n = qq.value / 1e9;
-  if (/^(GB|TB)$/.test(qq.unit) && Number.isInteger(n) && BINARY_CARD_SIZES.has(n)) {
+  const n = decimalCardSize(qq.value);
+  if (/^(GB|TB)$/.test(qq.unit) && n !== undefined) {
     return [`⚠️ an "${n}GB" card holds ${n} GiB = ${fmtIn(n * GiB, 'GB')}; ${n} GB is ${fmtNum(((n * GiB - n * 1e9) / (n * GiB)) * 100, 1)}% less. Write \`${n} GiB\`.`];
   }
   return [];

@@ -70,7 +70,21 @@ function def(dim: DimName, factor: number, canonical: string, ...spellings: stri
   for (const s of [canonical, ...spellings]) U[s] = { dim, factor, canonical };
 }
 
-const GiB = 2 ** 30;
+/** Binary and decimal gigabytes: the one place these numbers are written. */
+export const GiB = 2 ** 30;
+export const GB = 1e9;
+/** One GB expressed in GiB (0.931) and one GiB in GB (1.074): the ratio a GB/GiB slip leaves behind. */
+export const GB_IN_GIB = GB / GiB;
+export const GIB_IN_GB = GiB / GB;
+
+/** Card sizes sold as "N GB" whose memory really is N GiB (an "80GB" A100 holds 80 GiB). */
+const BINARY_CARD_SIZES = new Set([16, 24, 32, 40, 80, 96]);
+
+/** N when `bytes` is exactly N GB for such a card size (memory written in GB where GiB is meant). */
+export function decimalCardSize(bytes: number): number | undefined {
+  const n = bytes / GB;
+  return Number.isInteger(n) && BINARY_CARD_SIZES.has(n) ? n : undefined;
+}
 def('bytes', 1, 'B', 'byte', 'bytes');
 def('bytes', 1e3, 'KB', 'kB', 'kb');
 def('bytes', 1e6, 'MB');

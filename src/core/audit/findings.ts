@@ -8,7 +8,7 @@ import type { Setup } from '../engine/types';
 import { finding, type CellPath, type Finding, type RelatedInfo } from '../findings';
 import { kvPool, BLOCK_SIZE } from '../physics/kvPool';
 import { DTYPE_BYTES } from '../catalog/types';
-import { fmtNum } from '../units';
+import { fmtNum, GiB, GIB_IN_GB } from '../units';
 import type { AuditFacts, WindowSeries } from './parse';
 import type { Segment, Timeline } from './timeline';
 
@@ -24,8 +24,6 @@ export interface AuditFindingOptions {
   predicted?: { pool_tokens: number; available_kv_gib?: number; label: string; cellIndex?: number };
 }
 
-const GiB = 2 ** 30;
-const GB_PER_GIB = GiB / 1e9; // 1.0737
 
 /** "line 12" — or "day4.log:12" when several files were read as one timeline. */
 export function cite(facts: AuditFacts, line: number): string {
@@ -134,13 +132,13 @@ function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPat
   // Name the GB/GiB slip when it fits.
   let slip = '';
   const alt = (mem: number) => kvPool({ ...setup, gpu: { ...setup.gpu, memory: mem } }, { gpuMemoryUtilization: util, maxModelLen: maxLen }).pool_tokens;
-  const asGiB = alt(setup.gpu.memory * GB_PER_GIB);
-  const asGB = alt(setup.gpu.memory / GB_PER_GIB);
+  const asGiB = alt(setup.gpu.memory * GIB_IN_GB);
+  const asGB = alt(setup.gpu.memory / GIB_IN_GB);
   if (Math.abs(pool.value / asGiB - 1) <= 0.03)
     slip = ` That is the GB/GiB slip: the setup's GPU memory (${fmtNum(setup.gpu.memory / 1e9, 1)} GB) read as GiB gives ${fmtNum(asGiB, 0)} tokens, within ${fmtNum(Math.abs(pool.value / asGiB - 1) * 100, 1)}% of the log. An "80GB" card holds 80 GiB.`;
   else if (Math.abs(pool.value / asGB - 1) <= 0.03)
     slip = ` That is the GB/GiB slip the other way: the setup's memory taken as GB gives ${fmtNum(asGB, 0)} tokens, within ${fmtNum(Math.abs(pool.value / asGB - 1) * 100, 1)}% of the log.`;
-  else if (Math.abs(ratio - GB_PER_GIB) <= 0.015 || Math.abs(ratio - 1 / GB_PER_GIB) <= 0.015)
+  else if (Math.abs(ratio - GIB_IN_GB) <= 0.015 || Math.abs(ratio - 1 / GIB_IN_GB) <= 0.015)
     slip = ` The ratio is 2^30/10^9 = 1.074 (or its inverse): a GB/GiB slip somewhere in the prediction (GB is 10^9 bytes, GiB 2^30).`;
   out.push(
     finding('warning', 'audit-kv-pool-mismatch', `KV pool: ${logSide} against ${predSide}: ratio ${fmtNum(ratio, 3)} (${ratio > 1 ? '+' : ''}${fmtNum((ratio - 1) * 100, 1)}%).${slip}${selfNote}`, at, {

@@ -1,7 +1,7 @@
+import { GiB } from '../units';
 import type { Gpu } from './types';
 
 const T = 1e12;
-const GiB = 2 ** 30;
 
 /**
  * Dense (no sparsity) Tensor Core peaks from each vendor's data sheet, per compute dtype; HBM/GDDR

@@ -3,12 +3,9 @@ import type { Setup } from '../engine/types';
 import type { CellPath, RelatedInfo } from '../findings';
 import { computePeak, kvBytesPerToken, prefillFloorSimple, weightsReadPerStep } from '../physics';
 import { kvPool, type KvPool } from '../physics/kvPool';
+import { GiB } from '../units';
 import { serverKnob } from './measurements';
 import type { CheckInput } from './types';
-
-export const GIB = 2 ** 30;
-/** 1 GB / 1 GiB: a number read in one unit and written in the other is off by this ratio. */
-export const GB_PER_GIB = 1e9 / GIB;
 
 /** A few significant digits without trailing zeros: 52.5, 8.03, 16.38, 124.5, 19,046. */
 export function short(x: number): string {
@@ -26,7 +23,7 @@ export function time(s: number): string {
 }
 
 export function gib(bytes: number): string {
-  return `${short(bytes / 1e9)} GB (${short(bytes / GIB)} GiB)`;
+  return `${short(bytes / 1e9)} GB (${short(bytes / GiB)} GiB)`;
 }
 
 export const pct = (f: number) => `${short(f * 100)}%`;

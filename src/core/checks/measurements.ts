@@ -35,7 +35,7 @@
  */
 import type { Setup } from '../engine/types';
 import type { CellPath } from '../findings';
-import type { Quantity } from '../units';
+import { GiB, type Quantity } from '../units';
 import type { CheckInput } from './types';
 
 export type MKey =
@@ -231,7 +231,7 @@ export function fromAudit(values: Record<string, unknown>): Measurement {
   const pool = pickNum(src, ['pool_tokens', 'kv_pool_tokens', 'gpu_kv_cache_tokens', 'kv_cache_tokens']);
   if (pool !== undefined) m.v.kv_pool = pool;
   const gib = pickNum(src, ['available_kv_gib', 'available_kv_memory_gib']);
-  const bytes = pickNum(src, ['available_kv_bytes']) ?? (gib !== undefined ? gib * 2 ** 30 : undefined);
+  const bytes = pickNum(src, ['available_kv_bytes']) ?? (gib !== undefined ? gib * GiB : undefined);
   if (bytes !== undefined) m.v.available_kv = bytes;
   const s = samplerOf(src);
   if (s) m.sampler = s;

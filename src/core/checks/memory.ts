@@ -4,8 +4,8 @@
  * off by exactly 1e9/2^30 = 0.931 (or its inverse).
  */
 import { finding, type Finding } from '../findings';
-import { inUnit, type Quantity } from '../units';
-import { bounds, GB_PER_GIB, gib, GIB, sameCell, setupRelated, setupWords, short } from './common';
+import { GB_IN_GIB, GiB, inUnit, type Quantity } from '../units';
+import { bounds, gib, sameCell, setupRelated, setupWords, short } from './common';
 import { measurementsOf, pathOf, type Measurement } from './measurements';
 import type { CheckInput, CheckRule } from './types';
 
@@ -17,8 +17,8 @@ export const KV_POOL_TOLERANCE = 0.1;
 /** 'GB→GiB' when `ratio` ≈ 0.931 (a GiB figure written in GB), 'GiB→GB' when ≈ 1.074, else undefined. */
 export function gbGibSlip(ratio: number): 'written-in-GB' | 'written-in-GiB' | undefined {
   if (!(ratio > 0)) return undefined;
-  if (Math.abs(ratio / GB_PER_GIB - 1) <= SLIP_BAND) return 'written-in-GB';
-  if (Math.abs(ratio * GB_PER_GIB - 1) <= SLIP_BAND) return 'written-in-GiB';
+  if (Math.abs(ratio / GB_IN_GIB - 1) <= SLIP_BAND) return 'written-in-GB';
+  if (Math.abs(ratio * GB_IN_GIB - 1) <= SLIP_BAND) return 'written-in-GiB';
   return undefined;
 }
 
@@ -68,7 +68,7 @@ export const kvPoolLargerThanCard: CheckRule = {
 /** The same number in the other unit, for the quick fix: 56.34 GB → "56.34 GiB". */
 function swappedUnit(q: Quantity | undefined): string | undefined {
   if (!q) return undefined;
-  const pairs: Record<string, [string, number]> = { GB: ['GiB', 1e9], GiB: ['GB', GIB], TB: ['TiB', 1e12], TiB: ['TB', 2 ** 40], MB: ['MiB', 1e6], MiB: ['MB', 2 ** 20] };
+  const pairs: Record<string, [string, number]> = { GB: ['GiB', 1e9], GiB: ['GB', GiB], TB: ['TiB', 1e12], TiB: ['TB', 2 ** 40], MB: ['MiB', 1e6], MiB: ['MB', 2 ** 20] };
   const p = pairs[q.unit];
   if (!p) return undefined;
   return `${+(q.value / p[1]).toPrecision(10)} ${p[0]}`;
@@ -105,7 +105,7 @@ export const kvPoolVsPhysics: CheckRule = {
     const b = bounds(setup);
     const p = b.pool;
     const out: Finding[] = [];
-    const formula = `${short(p.gpu_memory_utilization)} × ${short(p.total_memory_bytes / GIB)} GiB − ${short(p.weights_bytes / GIB)} GiB weights − ${short((p.activation_peak_bytes + p.non_torch_bytes) / GIB)} GiB activations and non-torch = ${short(p.available_kv_gib)} GiB`;
+    const formula = `${short(p.gpu_memory_utilization)} × ${short(p.total_memory_bytes / GiB)} GiB − ${short(p.weights_bytes / GiB)} GiB weights − ${short((p.activation_peak_bytes + p.non_torch_bytes) / GiB)} GiB activations and non-torch = ${short(p.available_kv_gib)} GiB`;
     // The audit kind compares the log's pool itself; here only what a person typed.
     for (const m of measurementsOf(input).filter((x) => x.origin === 'record')) {
       const avail = m.v.available_kv;

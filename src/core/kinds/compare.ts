@@ -30,7 +30,7 @@ import { quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, CellResult, KindModule, NotebookContext, Setup } from '../engine/types';
 import { CellError, finding, type CellPath, type Finding } from '../findings';
 import { plotOutput } from '../plots/render';
-import { DIMS, inUnit, parseQuantity, type DimName, type Quantity } from '../units';
+import { DIMS, GiB, inUnit, parseQuantity, type DimName, type Quantity } from '../units';
 
 const ALL_DIMS = Object.keys(DIMS) as DimName[];
 const side = z.union([z.string(), z.number(), z.record(z.string(), z.union([z.string(), z.number()]))]);
@@ -78,7 +78,7 @@ const SUFFIXES: [string, DimName, string, number][] = [
   ['_s', 'time', 's', 1],
   ['_tokens', 'tokens', 'tokens', 1],
   ['_bytes', 'bytes', 'B', 1],
-  ['_gib', 'bytes', 'GiB', 2 ** 30],
+  ['_gib', 'bytes', 'GiB', GiB],
   ['_gb', 'bytes', 'GB', 1e9],
 ];
 

@@ -9,7 +9,7 @@ import type { AnalyzeContext, KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
 import { BLOCK_SIZE, DEFAULT_ACTIVATION_PEAK_BYTES, DEFAULT_NON_TORCH_BYTES, kvPool, type KvPool, type KvPoolOptions } from '../physics/kvPool';
 import { plotOutput } from '../plots/render';
-import { fmtBytes, fmtIn, fmtNum } from '../units';
+import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GiB } from '../units';
 import { fraction, serverNumber, setupLabel } from './predictShared';
 
 const schema = z
@@ -28,9 +28,7 @@ const schema = z
 
 type Cell = z.output<typeof schema>;
 
-const GiB = 2 ** 30;
 /** Card sizes sold as "N GB" that hold N GiB. */
-const BINARY_CARD_SIZES = new Set([16, 24, 32, 40, 80, 96]);
 
 function options(cell: Cell, setup: Setup): KvPoolOptions {
   return {
@@ -40,12 +38,6 @@ function options(cell: Cell, setup: Setup): KvPoolOptions {
     availableKvBytes: cell.available_kv?.value,
     maxModelLen: cell.max_model_len?.value ?? serverNumber(setup, 'max_model_len'),
   };
-}
-
-/** An "N GB" card memory that is N GiB on the card: N, else undefined. */
-function decimalCardSize(memoryBytes: number): number | undefined {
-  const n = memoryBytes / 1e9;
-  return Number.isInteger(n) && BINARY_CARD_SIZES.has(n) ? n : undefined;
 }
 
 function gbSlip(cell: Cell, ctx: AnalyzeContext): Finding[] {

@@ -17,7 +17,7 @@ import { bounds, short, time } from '../checks/common';
 import { tableOutput } from '../engine/outputs';
 import { quantity } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
-import { dimName, fmtBytes, fmtNum, type Quantity } from '../units';
+import { dimName, fmtBytes, fmtNum, GiB, type Quantity } from '../units';
 
 const t = () => quantity('time', { positive: true }).optional();
 const timeKeys = {} as Record<string, ReturnType<typeof t>>;
@@ -86,7 +86,7 @@ function recordValue(key: string, q: Quantity): [string, number][] {
     case 'bytes':
       return [
         [`${key}_bytes`, q.value],
-        [`${key}_gib`, q.value / 2 ** 30],
+        [`${key}_gib`, q.value / GiB],
       ];
     default:
       return [[key, q.value]];

@@ -11,7 +11,7 @@ import { factsOutput } from '../engine/outputs';
 import { quantity, suggest, zodFindings } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
-import { fmtBytes, fmtIn, fmtNum } from '../units';
+import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GB, GiB } from '../units';
 
 export const SETUP_KEYS = ['gpu', 'model', 'weights', 'kv_cache', 'endpoint'] as const;
 
@@ -35,9 +35,6 @@ const endpointSchema = z.union([
   z.literal('sim'),
   z.url({ protocol: /^https?$/, error: 'endpoint must be "sim" or an http(s) URL such as http://localhost:8000' }),
 ]);
-
-/** The memory sizes vendors sell as "N GB" while the card really holds N GiB. */
-const BINARY_CARD_SIZES = new Set([16, 24, 32, 40, 80, 96]);
 
 export function applySetupOverrides(
   base: Setup | undefined,
@@ -82,10 +79,10 @@ export function applySetupOverrides(
         if (!bandwidth) findings.push(finding('error', 'schema', 'A custom GPU needs "bandwidth", e.g. 2039 GB/s (or "base: a100-sxm4-80gb")', ['gpu']));
         if (!memory) findings.push(finding('error', 'schema', 'A custom GPU needs "memory", e.g. 80 GiB (or "base: a100-sxm4-80gb")', ['gpu']));
         if (!Object.keys(peak).length) findings.push(finding('error', 'schema', 'A custom GPU needs a peak, e.g. "bf16: 312 TFLOPS"', ['gpu']));
-        if (o.memory && /^(GB|TB)$/.test(o.memory.unit) && BINARY_CARD_SIZES.has(Math.round(o.memory.value / 1e9))) {
+        if (o.memory && /^(GB|TB)$/.test(o.memory.unit) && decimalCardSize(Math.round(o.memory.value / GB) * GB) !== undefined) {
           const n = Math.round(o.memory.value / 1e9);
           findings.push(
-            finding('warning', 'gb-gib-card-memory', `memory: ${n} GB is ${fmtIn(o.memory.value, 'GiB')}, but an "${n}GB" card holds ${n} GiB (${fmtIn(n * 2 ** 30, 'GB')}).`, ['gpu', 'memory'], {
+            finding('warning', 'gb-gib-card-memory', `memory: ${n} GB is ${fmtIn(o.memory.value, 'GiB')}, but an "${n}GB" card holds ${n} GiB (${fmtIn(n * GiB, 'GB')}).`, ['gpu', 'memory'], {
               cause: 'Vendors write GB where the card holds binary gigabytes; mixing GB and GiB cost a real KV-pool prediction 10.5%.',
               fix: `write "memory: ${n} GiB"`,
               quickFix: { title: `Use ${n} GiB`, edit: { path: ['gpu', 'memory'], value: `${n} GiB` } },

@@ -5,10 +5,10 @@
  */
 import { DTYPE_BYTES } from '../catalog/types';
 import type { Setup } from '../engine/types';
+import { GiB } from '../units';
 import { kvBytesPerToken, weightsBytes } from './index';
 
 export const BLOCK_SIZE = 16;
-const GiB = 2 ** 30;
 
 export interface KvPoolOptions {
   gpuMemoryUtilization?: number;

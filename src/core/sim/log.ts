@@ -4,9 +4,9 @@
  * periodic stats line with `Engine 000: ` and `Preemptions: %d` (preemptions in the window), and
  * uvicorn's access line.
  */
+import { GiB } from '../units';
 import type { EngineConfig } from './engine';
 
-const GiB = 2 ** 30;
 
 export interface VllmLogOptions {
   /** Where each line goes (without its newline). */
