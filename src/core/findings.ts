@@ -29,6 +29,8 @@ export interface Finding {
   fix?: string;
   related?: RelatedInfo[];
   quickFix?: QuickFix;
+  /** Character offsets [start, end) in the cell, for a finding that has no path (a YAML syntax error). */
+  offset?: [number, number];
 }
 
 export function finding(
@@ -36,7 +38,7 @@ export function finding(
   code: string,
   message: string,
   path: CellPath = [],
-  extra: Partial<Pick<Finding, 'cause' | 'fix' | 'related' | 'quickFix'>> = {},
+  extra: Partial<Pick<Finding, 'cause' | 'fix' | 'related' | 'quickFix' | 'offset'>> = {},
 ): Finding {
   return { severity, code, message, path, ...extra };
 }

@@ -119,7 +119,7 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
       const all = dedupeFindings([...analyzed[cell.index].filter((f) => !QUIET_WHILE_TYPING.has(f.code)), ...fromRun]);
       const parsed = parseCell(source);
       const diags = all.map((f) => {
-        const d = new vscode.Diagnostic(toRange(rangeOfPath(parsed, f.path, (f as { offset?: [number, number] }).offset)), messageOf(f), severityOf(f));
+        const d = new vscode.Diagnostic(toRange(rangeOfPath(parsed, f.path, f.offset)), messageOf(f), severityOf(f));
         d.source = SOURCE;
         d.code = f.code;
         d.relatedInformation = relatedOf(f, cells);

@@ -188,7 +188,7 @@ function checkFindings(src: string, findings: Finding[], where: string): void {
     assert.ok(typeof f.message === 'string' && f.message.trim().length > 0, `${where}: a non-empty message (${f.code})`);
     assert.ok(Array.isArray(f.path), `${what}: has a path`);
     for (const seg of f.path) assert.ok(typeof seg === 'string' || typeof seg === 'number', `${what}: path segments are keys or indices`);
-    const offset = (f as { offset?: [number, number] }).offset;
+    const offset = f.offset;
     if (offset) {
       assert.ok(offset[0] >= 0 && offset[0] <= src.length, `${what}: offset inside the cell`);
     }
@@ -321,7 +321,7 @@ test('targeted: nesting, alias bombs, duplicate keys, tabs and huge numbers give
   const e = dup.findings.find((f) => f.severity === 'error');
   assert.ok(e, 'duplicate key reported');
   assert.match(e!.message, /unique|duplicate/i);
-  const r = rangeOfPath(parseCell('predict: decode-roofline\ncontext: 1k tokens\ncontext: 2k tokens\nbatch: [1]'), e!.path, (e as { offset?: [number, number] }).offset);
+  const r = rangeOfPath(parseCell('predict: decode-roofline\ncontext: 1k tokens\ncontext: 2k tokens\nbatch: [1]'), e!.path, e!.offset);
   assert.equal(r.start.line, 2, 'on the second "context" line');
 });
 

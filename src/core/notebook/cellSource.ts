@@ -33,12 +33,12 @@ export function parseCell(source: string): ParsedCell {
   const errors: Finding[] = [];
   for (const e of doc.errors) {
     const pos = positionAt(source, e.pos[0]);
-    errors.push({
-      ...finding('error', 'yaml-syntax', `YAML: ${yamlMessage(e.message)} (line ${pos.line + 1}, column ${pos.character + 1})`, []),
-      related: [{ message: `line ${pos.line + 1}` }],
-      // A syntax error has no path; keep its offset so the adapter can place it.
-      ...({ offset: [clampOffset(source, e.pos[0]), clampOffset(source, e.pos[1])] } as object),
-    });
+    // A syntax error has no path; its offsets place it.
+    errors.push(
+      finding('error', 'yaml-syntax', `YAML: ${yamlMessage(e.message)} (line ${pos.line + 1}, column ${pos.character + 1})`, [], {
+        offset: [clampOffset(source, e.pos[0]), clampOffset(source, e.pos[1])],
+      }),
+    );
   }
   let data: unknown;
   try {
