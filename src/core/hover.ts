@@ -4,7 +4,7 @@
  * size: how many KV tokens fit; a token count: its KV bytes and prefill floor; …). Markdown text;
  * the editor adapter only wraps it.
  */
-import { createNotebookContext, prepareCell } from './engine/engine';
+import { createNotebookContext, prepareCell, restoreResult } from './engine/engine';
 import type { Setup } from './engine/types';
 import { applySetupOverrides, SETUP_KEYS } from './kinds/setup';
 import { parseCell, pathAt } from './notebook/cellSource';
@@ -24,14 +24,8 @@ const ALL_DIMS = (Object.keys(DIMS) as DimName[]).filter((d) => d !== 'ratio');
  */
 export function setupAt(sources: string[], index: number, dir: string): Setup | undefined {
   const nb = createNotebookContext(dir);
-  for (let i = 0; i < index && i < sources.length; i++) {
-    const p = prepareCell(sources[i], i, nb);
-    if (p.kind?.key === 'setup' && p.setup) {
-      const s = { ...p.setup, cellIndex: i };
-      nb.setups.set(s.name, s);
-      nb.defaultSetup = s;
-    }
-  }
+  // Restoring a setup cell registers its setup, as running it would.
+  for (let i = 0; i < index && i < sources.length; i++) restoreResult(sources[i], i, [], nb);
   if (index >= sources.length) return nb.defaultSetup;
   return prepareCell(sources[index], index, nb).setup ?? nb.defaultSetup;
 }

@@ -4,22 +4,18 @@
  * the markdown.
  */
 import * as vscode from 'vscode';
-import { createNotebookContext, prepareCell, restoreResult } from '../core/engine/engine';
 import type { Setup } from '../core/engine/types';
-import { hoverAt } from '../core/hover';
+import { hoverAt, setupAt } from '../core/hover';
 import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
 
 /** The setup in force for a cell: setups above re-prepared, then the cell's own `setup:`/inline keys. */
 function setupFor(document: vscode.TextDocument): Setup | undefined {
   const nbDoc = vscode.workspace.notebookDocuments.find((nb) => nb.notebookType === NOTEBOOK_TYPE && nb.getCells().some((c) => c.document === document));
   if (!nbDoc) return undefined;
-  const ctx = createNotebookContext(vscode.Uri.joinPath(nbDoc.uri, '..').fsPath);
-  for (const cell of nbDoc.getCells()) {
-    if (cell.kind !== vscode.NotebookCellKind.Code || cell.document.languageId !== CELL_LANGUAGE) continue;
-    if (cell.document === document) return prepareCell(document.getText(), cell.index, ctx).setup;
-    restoreResult(cell.document.getText(), cell.index, [], ctx);
-  }
-  return undefined;
+  const cells = nbDoc.getCells();
+  const sources = cells.map((c) => (c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE ? c.document.getText() : ''));
+  const index = cells.findIndex((c) => c.document === document);
+  return setupAt(sources, index, vscode.Uri.joinPath(nbDoc.uri, '..').fsPath);
 }
 
 export class InflabHoverProvider implements vscode.HoverProvider {
