@@ -120,3 +120,12 @@ test('a saved result is restored from its outputs for the cells after it', async
   assert.deepEqual(restored?.values.rows, r.values.rows);
   assert.equal(fresh.named.get('roof')?.values.decode_step_floor_ms, r.values.decode_step_floor_ms);
 });
+
+test('a setup cell redefining an earlier name shows and registers its own GPU', async () => {
+  const nb = createNotebookContext(os.tmpdir());
+  await runCell(SETUP, 0, nb);
+  const again = await runCell('setup: day4\ngpu: h100-sxm\n', 1, nb);
+  assert.equal(again.values.gpu, 'h100-sxm');
+  assert.match(String(again.outputs[0].items.find((i) => i.mime === MIME.plain)?.data), /h100-sxm/);
+  assert.equal(nb.setups.get('day4')?.gpu.id, 'h100-sxm');
+});

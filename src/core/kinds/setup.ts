@@ -48,7 +48,7 @@ export function applySetupOverrides(
   let gpu: Gpu | undefined = base?.gpu;
   let model: ModelSpec | undefined = base?.model;
   let weights: Dtype = base?.weights ?? 'bf16';
-  let kvCache: Dtype = base?.kvCache ?? (base ? base.kvCache : 'bf16');
+  let kvCache: Dtype = base?.kvCache ?? 'bf16';
   let endpoint = base?.endpoint;
 
   if (keys.gpu !== undefined) {
@@ -188,7 +188,9 @@ export const setupKind: KindModule<SetupCell> = {
   summary: 'setup: NAME — gpu, model, weights, kv_cache, endpoint for the cells below',
   schema,
   async run(_cell, ctx) {
-    const s = ctx.notebook.setups.get(String(_cell.setup)) ?? ctx.setup;
+    // ctx.setup is this cell's own resolved setup; the notebook's map still holds any earlier
+    // setup of the same name until this run registers the new one.
+    const s = ctx.setup;
     if (!s) return {};
     const m = s.model;
     const facts: [string, string][] = [
