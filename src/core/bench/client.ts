@@ -24,7 +24,7 @@
  * from the server passes through redact() first.
  */
 import { Agent, type Dispatcher } from 'undici';
-import type { ErrorKind } from './metrics';
+import type { ErrorKind, RequestOutcome } from './metrics';
 
 export type BenchApi = 'completions' | 'chat';
 
@@ -60,17 +60,10 @@ export interface RequestSpec {
 }
 
 /** What one request produced; times are absolute performance.now() ms of the thread that sent it. */
-export interface RawResult {
+export interface RawResult extends RequestOutcome {
   sentAt: number;
   chunkAt: number[];
   endAt: number;
-  promptTokens?: number;
-  outputTokens?: number;
-  cachedTokens?: number;
-  ok: boolean;
-  errorKind?: ErrorKind;
-  errorMessage?: string;
-  httpStatus?: number;
 }
 
 export const now: () => number = () => performance.now();

@@ -35,17 +35,8 @@ export type ErrorKind =
   | 'client';
 
 /** One request, as the client saw it. Times are ms on a monotonic clock, relative to the point's start. */
-export interface RequestRecord {
-  /** Index within the point (warm-up requests are not recorded). */
-  id: number;
-  /** When the load shape wanted it sent. Equals sentMs in a closed loop. */
-  scheduledMs: number;
-  /** When the request was handed to the socket. */
-  sentMs: number;
-  /** Arrival of each chunk that carried a choice (text), in order. Empty if none came. */
-  chunkMs: number[];
-  /** When the response ended (after usage / [DONE], or at the error). */
-  endMs: number;
+/** What a request ended with, whatever clock its times are on. */
+export interface RequestOutcome {
   promptTokens?: number;
   /** From usage.completion_tokens; without usage, the number of content chunks (an estimate). */
   outputTokens?: number;
@@ -56,6 +47,19 @@ export interface RequestRecord {
   /** Never contains request headers (the API key); bodies are truncated. */
   errorMessage?: string;
   httpStatus?: number;
+}
+
+export interface RequestRecord extends RequestOutcome {
+  /** Index within the point (warm-up requests are not recorded). */
+  id: number;
+  /** When the load shape wanted it sent. Equals sentMs in a closed loop. */
+  scheduledMs: number;
+  /** When the request was handed to the socket. */
+  sentMs: number;
+  /** Arrival of each chunk that carried a choice (text), in order. Empty if none came. */
+  chunkMs: number[];
+  /** When the response ended (after usage / [DONE], or at the error). */
+  endMs: number;
 }
 
 export interface Dist {
