@@ -39,7 +39,6 @@ test('an unknown kind says which kinds exist and suggests the nearest', async ()
 });
 
 test('a schema error lands on the line of the offending key with what to write instead', () => {
-  const src = SETUP + '---\n';
   const cells = [SETUP, 'predict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 2]\nbatchs: 4\n'];
   const [f0, f1] = analyzeCells(cells, os.tmpdir());
   assert.deepEqual(f0, []);
@@ -49,7 +48,6 @@ test('a schema error lands on the line of the offending key with what to write i
   assert.match(unknown!.message, /did you mean "batch"/);
   const range = rangeOfPath(parseCell(cells[1]), unknown!.path);
   assert.equal(range.start.line, 3);
-  assert.ok(src);
 });
 
 test('a missing unit is an error on that line', () => {
