@@ -8,6 +8,7 @@
 import * as fs from 'node:fs/promises';
 import * as vscode from 'vscode';
 import type { Services, Setup } from '../core/engine/types';
+import { SimEndpoints } from '../core/sim/endpoints';
 import { InflabController } from './controller';
 import { InflabDiagnostics } from './diagnostics';
 import { InflabHoverProvider } from './hover';
@@ -21,7 +22,7 @@ export interface InflabApi {
   diagnostics: InflabDiagnostics;
 }
 
-let sim: Promise<{ url: string; close(): Promise<void> }> | undefined;
+const sims = new SimEndpoints();
 
 export function activate(context: vscode.ExtensionContext): InflabApi {
   const services = hostServices(context);
@@ -55,15 +56,13 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
         void vscode.window.showErrorMessage(`InfLab: the simulated endpoint did not start: ${(e as Error).message}`);
       }
     }),
-    { dispose: () => void sim?.then((s) => s.close()).catch(() => undefined) },
+    { dispose: () => void sims.close() },
   );
   return { controller, diagnostics };
 }
 
-export function deactivate(): Promise<void> | undefined {
-  const s = sim;
-  sim = undefined;
-  return s?.then((x) => x.close()).catch(() => undefined);
+export function deactivate(): Promise<void> {
+  return sims.close();
 }
 
 async function setApiKey(context: vscode.ExtensionContext): Promise<void> {
@@ -132,13 +131,7 @@ function hostServices(context: vscode.ExtensionContext): Services {
       }
       return p;
     },
-    async simEndpoint(setup?: Setup) {
-      if (!sim) {
-        sim = import('../core/sim/server').then((m) => m.startSimServer({ setup, speed: Number(process.env.INFLAB_SIM_SPEED) || 1 }));
-        sim.catch(() => (sim = undefined));
-      }
-      return (await sim).url;
-    },
+    simEndpoint: (setup?: Setup) => sims.url(setup),
     async readFile(p: string) {
       return fs.readFile(p, 'utf8');
     },
