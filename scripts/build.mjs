@@ -29,7 +29,10 @@ const vegaCanvasShim = {
 const zodEnglishOnly = {
   name: 'zod-english-only',
   setup(b) {
-    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({ contents: 'export { default as en } from "./en.js";', loader: 'js' }));
+    b.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({
+      contents: 'export { default as en } from "./en.js";',
+      loader: 'js',
+    }));
   },
 };
 
@@ -53,7 +56,10 @@ const lazyVendor = {
     const names = new RegExp(`^(${Object.keys(VENDOR).join('|')})$`);
     b.onResolve({ filter: names }, (a) => ({ path: a.path, namespace: 'vendor' }));
     b.onResolve({ filter: /^\.\/.*\.js$/, namespace: 'vendor' }, (a) => ({ path: a.path, external: true }));
-    b.onLoad({ filter: /.*/, namespace: 'vendor' }, (a) => ({ contents: `module.exports = require(${JSON.stringify(VENDOR[a.path].file)})${VENDOR[a.path].get};`, loader: 'js' }));
+    b.onLoad({ filter: /.*/, namespace: 'vendor' }, (a) => ({
+      contents: `module.exports = require(${JSON.stringify(VENDOR[a.path].file)})${VENDOR[a.path].get};`,
+      loader: 'js',
+    }));
   },
 };
 
@@ -77,7 +83,12 @@ const node = {
 
 const lazy = { ...node, plugins: [...node.plugins, lazyVendor] };
 // The vendor files themselves, from a one-line entry each (stdin).
-const vendor = (name) => ({ ...node, entryPoints: undefined, stdin: { contents: vendorEntries[name], resolveDir: root, sourcefile: `${name}-entry.js`, loader: 'js' }, outfile: path.join(dist, `${name}.js`) });
+const vendor = (name) => ({
+  ...node,
+  entryPoints: undefined,
+  stdin: { contents: vendorEntries[name], resolveDir: root, sourcefile: `${name}-entry.js`, loader: 'js' },
+  outfile: path.join(dist, `${name}.js`),
+});
 
 const builds = [
   { ...lazy, entryPoints: { extension: 'src/vscode/extension.ts' }, external: ['vscode'] },
@@ -104,11 +115,17 @@ fs.writeFileSync(path.join(dist, 'package.json'), JSON.stringify({ type: 'common
 
 const t0 = performance.now();
 if (watch) {
-  for (const b of builds) await (await esbuild.context({ ...b, absWorkingDir: root, ...(b.outfile ? {} : { outdir: dist }) })).watch();
+  for (const b of builds)
+    await (await esbuild.context({ ...b, absWorkingDir: root, ...(b.outfile ? {} : { outdir: dist }) })).watch();
   console.log('watching…');
 } else {
-  await Promise.all(builds.map((b) => esbuild.build({ ...b, absWorkingDir: root, ...(b.outfile ? {} : { outdir: dist }) })));
+  await Promise.all(
+    builds.map((b) => esbuild.build({ ...b, absWorkingDir: root, ...(b.outfile ? {} : { outdir: dist }) })),
+  );
   fs.chmodSync(path.join(dist, 'cli.js'), 0o755);
-  const sizes = fs.readdirSync(dist).filter((f) => f.endsWith('.js')).map((f) => `${f} ${(fs.statSync(path.join(dist, f)).size / 1024).toFixed(0)} KiB`);
+  const sizes = fs
+    .readdirSync(dist)
+    .filter((f) => f.endsWith('.js'))
+    .map((f) => `${f} ${(fs.statSync(path.join(dist, f)).size / 1024).toFixed(0)} KiB`);
   console.log(`built in ${Math.round(performance.now() - t0)} ms: ${sizes.join(', ')}`);
 }

@@ -9,7 +9,10 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
 const argv = process.argv.slice(2);
-const out = path.resolve(root, argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : `${pkg.name}-${pkg.version}.vsix`);
+const out = path.resolve(
+  root,
+  argv.includes('--out') ? argv[argv.indexOf('--out') + 1] : `${pkg.name}-${pkg.version}.vsix`,
+);
 
 /** Entry names of a zip file, read from its central directory. */
 export function zipEntries(file) {
@@ -62,20 +65,32 @@ const REQUIRED = [
 ];
 
 execFileSync(process.execPath, [path.join(root, 'scripts/build.mjs')], { cwd: root, stdio: 'inherit' });
-const vsceArgs = ['vsce', 'package', '--no-dependencies', '--no-rewrite-relative-links', '--allow-missing-repository', '--out', out];
-if (!fs.existsSync(path.join(root, 'LICENSE')) && !fs.existsSync(path.join(root, 'LICENSE.md'))) vsceArgs.push('--skip-license');
+const vsceArgs = [
+  'vsce',
+  'package',
+  '--no-dependencies',
+  '--no-rewrite-relative-links',
+  '--allow-missing-repository',
+  '--out',
+  out,
+];
+if (!fs.existsSync(path.join(root, 'LICENSE')) && !fs.existsSync(path.join(root, 'LICENSE.md')))
+  vsceArgs.push('--skip-license');
 execFileSync('npx', ['--no-install', ...vsceArgs], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
 
 const entries = zipEntries(out);
 const problems = [];
 for (const e of entries) for (const [re, what] of FORBIDDEN) if (re.test(e.name)) problems.push(`${e.name} (${what})`);
-for (const r of REQUIRED) if (!entries.some((e) => e.name.toLowerCase() === r.toLowerCase())) problems.push(`${r} is missing`);
+for (const r of REQUIRED)
+  if (!entries.some((e) => e.name.toLowerCase() === r.toLowerCase())) problems.push(`${r} is missing`);
 for (const e of entries.filter((x) => x.name.endsWith('.js'))) {
   const js = fs.readFileSync(path.join(root, e.name.replace(/^extension\//, '')), 'utf8');
   if (/sourceMappingURL=/.test(js.slice(-2000))) problems.push(`${e.name} carries a source map (build without --dev)`);
 }
 const total = entries.reduce((a, e) => a + e.size, 0);
-console.log(`${path.relative(root, out)}: ${entries.length} files, ${(total / 1024).toFixed(0)} KiB uncompressed, ${(fs.statSync(out).size / 1024).toFixed(0)} KiB packed`);
+console.log(
+  `${path.relative(root, out)}: ${entries.length} files, ${(total / 1024).toFixed(0)} KiB uncompressed, ${(fs.statSync(out).size / 1024).toFixed(0)} KiB packed`,
+);
 for (const e of entries) console.log(`  ${e.name}  ${(e.size / 1024).toFixed(1)} KiB`);
 if (problems.length) {
   console.error(`The package holds what it must not, or lacks what it needs:\n  ${problems.join('\n  ')}`);

@@ -15,7 +15,16 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { clientAccuracy } from './perf/clientAccuracy';
-import { activation, auditSpeed, bundleSizes, notebookOpenSave, simRealTime, simVirtual, vscodeActivation, vsixSize } from './perf/sections';
+import {
+  activation,
+  auditSpeed,
+  bundleSizes,
+  notebookOpenSave,
+  simRealTime,
+  simVirtual,
+  vscodeActivation,
+  vsixSize,
+} from './perf/sections';
 import { table } from './perf/stats';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -40,7 +49,15 @@ if (!fs.existsSync(path.join(root, 'dist/bench-worker.js'))) {
 
 const started = new Date();
 const out: Record<string, any> = {
-  machine: { cores: os.cpus().length, available_parallelism: os.availableParallelism(), cpu: cpuModel(), memory_gib: Math.round(os.totalmem() / 2 ** 30), node: process.version, platform: `${os.platform()} ${os.release()}`, loadavg_at_start: load() },
+  machine: {
+    cores: os.cpus().length,
+    available_parallelism: os.availableParallelism(),
+    cpu: cpuModel(),
+    memory_gib: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+    loadavg_at_start: load(),
+  },
   started: started.toISOString(),
 };
 const t0 = performance.now();
@@ -49,28 +66,110 @@ const section = async (name: string, title: string, fn: () => Promise<any> | any
   log(`\n== ${title}  (load average ${load().join(' ')})`);
   const s = performance.now();
   const before = load();
-  out[name] = { ...(await fn()), seconds: Math.round((performance.now() - s) / 100) / 10, loadavg_before: before, loadavg_after: load() };
+  out[name] = {
+    ...(await fn()),
+    seconds: Math.round((performance.now() - s) / 100) / 10,
+    loadavg_before: before,
+    loadavg_after: load(),
+  };
 };
 
-await section('client', '1. bench client accuracy and capacity (mock server: TTFT 50 ms, ITL 10 ms, 64 tokens, own process)', async () => {
-  const r = await clientAccuracy(root, { concurrency: [1, 100, 250, 500, 750, 1000], rounds: 3, minRequests: 10, log });
-  log(
-    '\n' +
-      table(
-        ['streams', 'threads', 'chunks/s', 'TTFT err p50', 'p99', 'ITL err p50', '|p99|', 'ITL med', 'truth', 'ratio', 'gaps <1ms', 'delay p50', 'p99', 'CPU µs/chunk', 'srv TTFT p50'],
-        r.points.map((p) => [p.concurrency, p.load_threads, p.chunks_per_s, p.ttft_error_ms.p50, p.ttft_error_ms.p99, p.itl_error_ms.p50, p.itl_error_ms.abs_p99, p.itl_median_ms.measured, p.itl_median_ms.truth, p.itl_median_ms.ratio, `${(p.itl_under_1ms_share.measured * 100).toFixed(1)}% (${(p.itl_under_1ms_share.truth * 100).toFixed(1)}%)`, p.chunk_delay_ms.p50, p.chunk_delay_ms.p99, p.cpu_us_per_chunk, p.server.ttft_p50_ms]),
-      ),
-  );
-  log(`(ms unless stated; gaps <1ms: share of the client's gaps under 1 ms, chunks read together (the server's own share in brackets); ${os.cpus().length} cores; capacity ${r.capacity_chunks_per_s.toLocaleString('en-US')} chunks/s: ${r.capacity_rule})`);
-  log(`targets at 1,000 streams: median TTFT error ${r.targets.ttft_p50_error_at_1000_ms} ms (≤ 34), ITL median ratio ${r.targets.itl_ratio_at_1000} (0.9–1.1): ${r.targets.met ? 'MET' : 'NOT MET'}`);
-  return r;
-});
+await section(
+  'client',
+  '1. bench client accuracy and capacity (mock server: TTFT 50 ms, ITL 10 ms, 64 tokens, own process)',
+  async () => {
+    const r = await clientAccuracy(root, {
+      concurrency: [1, 100, 250, 500, 750, 1000],
+      rounds: 3,
+      minRequests: 10,
+      log,
+    });
+    log(
+      '\n' +
+        table(
+          [
+            'streams',
+            'threads',
+            'chunks/s',
+            'TTFT err p50',
+            'p99',
+            'ITL err p50',
+            '|p99|',
+            'ITL med',
+            'truth',
+            'ratio',
+            'gaps <1ms',
+            'delay p50',
+            'p99',
+            'CPU µs/chunk',
+            'srv TTFT p50',
+          ],
+          r.points.map((p) => [
+            p.concurrency,
+            p.load_threads,
+            p.chunks_per_s,
+            p.ttft_error_ms.p50,
+            p.ttft_error_ms.p99,
+            p.itl_error_ms.p50,
+            p.itl_error_ms.abs_p99,
+            p.itl_median_ms.measured,
+            p.itl_median_ms.truth,
+            p.itl_median_ms.ratio,
+            `${(p.itl_under_1ms_share.measured * 100).toFixed(1)}% (${(p.itl_under_1ms_share.truth * 100).toFixed(1)}%)`,
+            p.chunk_delay_ms.p50,
+            p.chunk_delay_ms.p99,
+            p.cpu_us_per_chunk,
+            p.server.ttft_p50_ms,
+          ]),
+        ),
+    );
+    log(
+      `(ms unless stated; gaps <1ms: share of the client's gaps under 1 ms, chunks read together (the server's own share in brackets); ${os.cpus().length} cores; capacity ${r.capacity_chunks_per_s.toLocaleString('en-US')} chunks/s: ${r.capacity_rule})`,
+    );
+    log(
+      `targets at 1,000 streams: median TTFT error ${r.targets.ttft_p50_error_at_1000_ms} ms (≤ 34), ITL median ratio ${r.targets.itl_ratio_at_1000} (0.9–1.1): ${r.targets.met ? 'MET' : 'NOT MET'}`,
+    );
+    return r;
+  },
+);
 
 await section('sim', '2. simulator speed', async () => {
   const virtual = simVirtual([1, 2, 4, 8, 16, 32, 64, 128], 200, 1024, 1024);
-  log(`  virtual time: ${virtual.case}: ${virtual.wall_s} s wall (${virtual.cpu_ms} ms CPU) on first run, ${virtual.warm_wall_s} s (${virtual.warm_cpu_ms} ms CPU) once compiled; ${virtual.requests_per_s} req/s, ${virtual.output_tokens_per_s.toLocaleString('en-US')} output tokens/s, ${virtual.steps_per_s.toLocaleString('en-US')} steps/s (${virtual.speedup_vs_real_time}× real time)`);
+  log(
+    `  virtual time: ${virtual.case}: ${virtual.wall_s} s wall (${virtual.cpu_ms} ms CPU) on first run, ${virtual.warm_wall_s} s (${virtual.warm_cpu_ms} ms CPU) once compiled; ${virtual.requests_per_s} req/s, ${virtual.output_tokens_per_s.toLocaleString('en-US')} output tokens/s, ${virtual.steps_per_s.toLocaleString('en-US')} steps/s (${virtual.speedup_vs_real_time}× real time)`,
+  );
   const real = await simRealTime(root, [64, 256, 512, 1024], log);
-  log('\n' + table(['streams', 'steps', 'tokens/s', 'start late p50', 'p99', 'end late p50', 'p99', 'stalls', 'srv CPU s', 'µs/token', 'holds'], real.points.map((p: any) => [p.streams, p.steps, p.tokens_per_s, p.step_start_late_ms.p50, p.step_start_late_ms.p99, p.step_end_late_ms.p50, p.step_end_late_ms.p99, p.host_stalls, p.server_cpu_s, p.server_cpu_us_per_token, p.holds ? 'yes' : 'no'])));
+  log(
+    '\n' +
+      table(
+        [
+          'streams',
+          'steps',
+          'tokens/s',
+          'start late p50',
+          'p99',
+          'end late p50',
+          'p99',
+          'stalls',
+          'srv CPU s',
+          'µs/token',
+          'holds',
+        ],
+        real.points.map((p: any) => [
+          p.streams,
+          p.steps,
+          p.tokens_per_s,
+          p.step_start_late_ms.p50,
+          p.step_start_late_ms.p99,
+          p.step_end_late_ms.p50,
+          p.step_end_late_ms.p99,
+          p.host_stalls,
+          p.server_cpu_s,
+          p.server_cpu_us_per_token,
+          p.holds ? 'yes' : 'no',
+        ]),
+      ),
+  );
   log(`  real time: holds up to ${real.max_streams_holding} streams (${real.rule})`);
   return { virtual, real };
 });
@@ -78,30 +177,46 @@ await section('sim', '2. simulator speed', async () => {
 await section('audit', '3. audit speed', async () => {
   const mb = Number(process.env.PERF_AUDIT_MB ?? 1024);
   const r = await auditSpeed(mb, log);
-  log(`  audit: ${(r.bytes / 1e6).toFixed(0)} MB in ${r.audit_s} s = ${r.audit_mb_per_s} MB/s (${r.audit_lines_per_s.toLocaleString('en-US')} lines/s); wc -l: ${r.wc_l_s} s = ${r.wc_l_mb_per_s} MB/s; audit/wc = ${r.audit_vs_wc}×`);
+  log(
+    `  audit: ${(r.bytes / 1e6).toFixed(0)} MB in ${r.audit_s} s = ${r.audit_mb_per_s} MB/s (${r.audit_lines_per_s.toLocaleString('en-US')} lines/s); wc -l: ${r.wc_l_s} s = ${r.wc_l_mb_per_s} MB/s; audit/wc = ${r.audit_vs_wc}×`,
+  );
   return r;
 });
 
 await section('editor', '4. editor costs', async () => {
   const bundles = bundleSizes(root);
-  log(`  bundles: ${Object.entries(bundles).map(([k, v]) => `${k.replace('_kib', '')} ${v} KiB`).join(', ')}`);
+  log(
+    `  bundles: ${Object.entries(bundles)
+      .map(([k, v]) => `${k.replace('_kib', '')} ${v} KiB`)
+      .join(', ')}`,
+  );
   const vsix = vsixSize(root, log);
   log(`  .vsix: ${vsix.vsix_kib !== null ? `${vsix.vsix_kib} KiB` : vsix.note}`);
   const mb = Number(process.env.PERF_NOTEBOOK_MB ?? 50);
   const nb = notebookOpenSave(mb);
-  log(`  notebook holding ${mb} MB of outputs (compact JSON; the file is ${nb.file_mb} MB): open ${nb.open_ms} ms, save ${nb.save_ms} ms`);
+  log(
+    `  notebook holding ${mb} MB of outputs (compact JSON; the file is ${nb.file_mb} MB): open ${nb.open_ms} ms, save ${nb.save_ms} ms`,
+  );
   const act = activation(root);
   if ('error' in act) log(`  activation: ${act.error}`);
   else {
-    log(`  activation [${act.label}]: load ${act.load_ms} ms (min ${act.load_min_ms}) + activate() ${act.activate_ms} ms = ${act.total_ms} ms, median of ${act.runs}`);
-    log(`  required by the bundle at load: ${act.requires_at_load.join(', ')}; during activate(): ${act.requires_during_activate.join(', ') || 'nothing'}`);
-    log(`  heavy modules loaded before any cell runs: ${act.heavy_loaded.join(', ') || `none (checked ${act.heavy_checked.join(', ')})`}`);
+    log(
+      `  activation [${act.label}]: load ${act.load_ms} ms (min ${act.load_min_ms}) + activate() ${act.activate_ms} ms = ${act.total_ms} ms, median of ${act.runs}`,
+    );
+    log(
+      `  required by the bundle at load: ${act.requires_at_load.join(', ')}; during activate(): ${act.requires_during_activate.join(', ') || 'nothing'}`,
+    );
+    log(
+      `  heavy modules loaded before any cell runs: ${act.heavy_loaded.join(', ') || `none (checked ${act.heavy_checked.join(', ')})`}`,
+    );
   }
   const vs = vscodeActivation(root);
   if ('note' in vs) log(`  activation in VS Code: ${vs.note}`);
   else
     for (const p of vs.passes)
-      log(`  activation in VS Code ${p.vscode ?? ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`);
+      log(
+        `  activation in VS Code ${p.vscode ?? ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`,
+      );
   return { bundles, vsix, notebook: nb, activation: act, activation_vscode: vs };
 });
 
@@ -110,4 +225,6 @@ out.machine.loadavg_at_end = load();
 const dir = path.join(root, 'perf-results');
 fs.mkdirSync(dir, { recursive: true });
 fs.writeFileSync(path.join(dir, 'perf.json'), JSON.stringify(out, null, 2) + '\n');
-log(`\nwrote perf-results/perf.json (${out.total_s} s; ${out.machine.cores} × ${out.machine.cpu}, Node ${process.version})`);
+log(
+  `\nwrote perf-results/perf.json (${out.total_s} s; ${out.machine.cores} × ${out.machine.cpu}, Node ${process.version})`,
+);

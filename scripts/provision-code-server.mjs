@@ -21,7 +21,11 @@ function log(msg) {
 
 function run(cmd, args, cwd, extraEnv = {}) {
   log(`${path.relative(root, cwd) || '.'}$ ${cmd} ${args.join(' ')}`);
-  execFileSync(cmd, args, { cwd, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, npm_config_fund: 'false', npm_config_audit: 'false', ...extraEnv } });
+  execFileSync(cmd, args, {
+    cwd,
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, npm_config_fund: 'false', npm_config_audit: 'false', ...extraEnv },
+  });
 }
 
 function which(bin) {
@@ -43,7 +47,9 @@ function ensureSystemPackages() {
   if (!missing.length) return;
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (!isRoot || !which('apt-get')) {
-    throw new Error(`Missing ${missing.join(' and ')}: install them (Debian: sudo apt-get install -y ${missing.join(' ')}) and run this again.`);
+    throw new Error(
+      `Missing ${missing.join(' and ')}: install them (Debian: sudo apt-get install -y ${missing.join(' ')}) and run this again.`,
+    );
   }
   run('apt-get', ['update'], root);
   run('apt-get', ['install', '-y', '--no-install-recommends', ...missing], root, { DEBIAN_FRONTEND: 'noninteractive' });
@@ -58,7 +64,10 @@ export function provision({ force = false } = {}) {
   const t0 = Date.now();
   fs.mkdirSync(installDir, { recursive: true });
   // A private package.json keeps this install away from the project's own dependencies.
-  fs.writeFileSync(path.join(installDir, 'package.json'), JSON.stringify({ name: 'inflab-code-server', private: true }, null, 2) + '\n');
+  fs.writeFileSync(
+    path.join(installDir, 'package.json'),
+    JSON.stringify({ name: 'inflab-code-server', private: true }, null, 2) + '\n',
+  );
   run('npm', ['install', `code-server@${CODE_SERVER_VERSION}`, '--ignore-scripts', '--no-save'], installDir);
   run('npm', ['rebuild', 'argon2'], installDir);
   const vscodeDir = path.join(codeServerDir, 'lib', 'vscode');

@@ -69,7 +69,9 @@ async function buildAll() {
     ],
     // As in scripts/build.mjs: import.meta as the bundle file's own URL and an ESM-style resolve().
     define: { 'import.meta': 'importMeta' },
-    banner: { js: 'const importMeta = { url: require("url").pathToFileURL(__filename).href, resolve: (s) => require("url").pathToFileURL(require.resolve(s)).href };' },
+    banner: {
+      js: 'const importMeta = { url: require("url").pathToFileURL(__filename).href, resolve: (s) => require("url").pathToFileURL(require.resolve(s)).href };',
+    },
   });
   fs.writeFileSync(path.join(root, 'out/test/vscode/suite/package.json'), JSON.stringify({ type: 'commonjs' }) + '\n');
 }
@@ -119,9 +121,14 @@ async function findRenderedSvg(page) {
         const r = await f.evaluate(() => {
           const svgs = [...document.querySelectorAll('.inflab-vega svg')];
           if (!svgs.length) return null;
-          return svgs.map((s) => ({ marks: s.querySelectorAll('path').length, texts: s.querySelectorAll('text').length, w: s.getBoundingClientRect().width }));
+          return svgs.map((s) => ({
+            marks: s.querySelectorAll('path').length,
+            texts: s.querySelectorAll('text').length,
+            w: s.getBoundingClientRect().width,
+          }));
         });
-        if (r && r.some((s) => s.marks > 0 && s.w > 0)) return { ok: true, detail: `${r.length} SVG plot(s) drawn by the renderer: ${JSON.stringify(r)}` };
+        if (r && r.some((s) => s.marks > 0 && s.w > 0))
+          return { ok: true, detail: `${r.length} SVG plot(s) drawn by the renderer: ${JSON.stringify(r)}` };
         if (r) seen = JSON.stringify(r);
       } catch {
         /* frame navigating or gone */
@@ -138,7 +145,10 @@ async function dismissDialog(page) {
     const dialog = page.locator('.monaco-dialog-box');
     if (await dialog.count()) {
       const text = (await dialog.first().innerText()).replace(/\s+/g, ' ').slice(0, 300);
-      const cancel = dialog.first().locator('a.monaco-button, button').filter({ hasText: /cancel|don't trust|no/i });
+      const cancel = dialog
+        .first()
+        .locator('a.monaco-button, button')
+        .filter({ hasText: /cancel|don't trust|no/i });
       if (await cancel.count()) await cancel.first().click();
       else await page.keyboard.press('Escape');
       return { ok: true, detail: text };
@@ -180,7 +190,11 @@ async function startCodeServer({ trusted, workspace, env }) {
   let extensionPath = root;
   if (vsix) {
     // Installed the way a user installs it; the suite then runs against the installed files.
-    execFileSync(process.execPath, [entry, '--extensions-dir', extensions, '--user-data-dir', userData, '--install-extension', vsix], { stdio: ['ignore', 'pipe', 'inherit'] });
+    execFileSync(
+      process.execPath,
+      [entry, '--extensions-dir', extensions, '--user-data-dir', userData, '--install-extension', vsix],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     const dir = fs.readdirSync(extensions).find((d) => d.startsWith('inflab.inflab-'));
     if (!dir) throw new Error(`installing ${vsix} left no inflab.inflab-* folder in ${extensions}`);
     extensionPath = path.join(extensions, dir);
@@ -189,7 +203,12 @@ async function startCodeServer({ trusted, workspace, env }) {
   const args = [entry, '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check'];
   if (trusted) args.push('--disable-workspace-trust');
   args.push('--user-data-dir', userData, '--extensions-dir', extensions, workspace);
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   const out = [];
   cleanups.push(async () => {
     try {
@@ -205,7 +224,10 @@ async function startCodeServer({ trusted, workspace, env }) {
     }
   });
   const address = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`code-server printed no address in 60 s:\n${out.join('')}`)), 60_000);
+    const timer = setTimeout(
+      () => reject(new Error(`code-server printed no address in 60 s:\n${out.join('')}`)),
+      60_000,
+    );
     const onData = (d) => {
       out.push(d.toString());
       const m = /HTTP server listening on (http:\/\/[^\s]+)/.exec(out.join(''));
@@ -229,9 +251,19 @@ async function runPass(mode) {
   fs.writeFileSync(logFile, '');
   if (!trusted) {
     // The executed example (as the CLI writes it) is what Restricted Mode opens and renders.
-    execFileSync(process.execPath, [path.join(root, 'dist/cli.js'), 'run', path.join(root, 'examples/day4.inflab'), '--out', path.join(workspace, 'day4.executed.inflab')], {
-      stdio: 'ignore',
-    });
+    execFileSync(
+      process.execPath,
+      [
+        path.join(root, 'dist/cli.js'),
+        'run',
+        path.join(root, 'examples/day4.inflab'),
+        '--out',
+        path.join(workspace, 'day4.executed.inflab'),
+      ],
+      {
+        stdio: 'ignore',
+      },
+    );
   }
   let page;
   const bridge = await startBridge(() => page);
@@ -240,13 +272,28 @@ async function runPass(mode) {
   const server = await startCodeServer({
     trusted,
     workspace,
-    env: { INFLAB_EXAMPLES: path.join(root, 'examples'), INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: mode, INFLAB_TEST_BRIDGE: bridgeUrl, INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '', INFLAB_TEST_ACTIVATION_ONLY: activationOnly ? '1' : '' },
+    env: {
+      INFLAB_EXAMPLES: path.join(root, 'examples'),
+      INFLAB_TEST_LOG: logFile,
+      INFLAB_TEST_MODE: mode,
+      INFLAB_TEST_BRIDGE: bridgeUrl,
+      INFLAB_TEST_SCREENSHOT: screenshot && trusted ? '1' : '',
+      INFLAB_TEST_ACTIVATION_ONLY: activationOnly ? '1' : '',
+    },
   });
   log(`${mode}: code-server at ${server.address}`);
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage', '--disable-extensions', '--no-first-run', '--mute-audio'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-dev-shm-usage',
+      '--disable-extensions',
+      '--no-first-run',
+      '--mute-audio',
+    ],
   });
   cleanups.push(async () => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
@@ -281,12 +328,22 @@ async function runPass(mode) {
   };
   const poll = setInterval(pump, 250);
   let timer;
-  const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('timeout'), PASS_TIMEOUT_MS)))]);
+  const code = await Promise.race([
+    exited,
+    new Promise((r) => (timer = setTimeout(() => r('timeout'), PASS_TIMEOUT_MS))),
+  ]);
   clearTimeout(timer);
   clearInterval(poll);
   const text = pump();
   const m = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(text);
-  const result = { mode, code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0, activation: activationOf(text) };
+  const result = {
+    mode,
+    code,
+    passed: m ? Number(m[1]) : 0,
+    failed: m ? Number(m[2]) : 1,
+    skipped: m ? Number(m[3] ?? 0) : 0,
+    activation: activationOf(text),
+  };
   if (code !== 0 || !m) {
     if (code === 'timeout') log(`${mode}: timed out after ${PASS_TIMEOUT_MS / 1000} s`);
     else log(`${mode}: the extension host exited with ${code}`);
@@ -319,12 +376,23 @@ function writeActivation(results, host) {
   const out = {
     label: `VS Code ${passes[0].vscode} (${host}) extension host, measured by the VS Code suite before any notebook opened: activate_call_ms = getExtension().activate() to its resolution (activate_cpu_ms: the extension host's CPU time over it); require_ms = between the extension host's own marks around require(dist/extension.js); vscode_record = VS Code's Startup Performance figures (its load-code time also counts loading localized messages)`,
     when: new Date().toISOString(),
-    machine: { cores: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', loadavg: os.loadavg().map((x) => Math.round(x * 100) / 100), node: process.version },
-    bundle_kib: Object.fromEntries(['extension.js', 'undici.js', 'vega.js'].filter((f) => fs.existsSync(path.join(root, 'dist', f))).map((f) => [f, Math.round(fs.statSync(path.join(root, 'dist', f)).size / 1024)])),
+    machine: {
+      cores: os.cpus().length,
+      cpu: os.cpus()[0]?.model ?? 'unknown',
+      loadavg: os.loadavg().map((x) => Math.round(x * 100) / 100),
+      node: process.version,
+    },
+    bundle_kib: Object.fromEntries(
+      ['extension.js', 'undici.js', 'vega.js']
+        .filter((f) => fs.existsSync(path.join(root, 'dist', f)))
+        .map((f) => [f, Math.round(fs.statSync(path.join(root, 'dist', f)).size / 1024)]),
+    ),
     passes,
   };
   fs.writeFileSync(path.join(dir, 'activation.json'), JSON.stringify(out, null, 2) + '\n');
-  log(`activation: ${passes.map((p) => `${p.mode} ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? ` (VS Code: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms)` : ''}`).join('; ')} → perf-results/activation.json`);
+  log(
+    `activation: ${passes.map((p) => `${p.mode} ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? ` (VS Code: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms)` : ''}`).join('; ')} → perf-results/activation.json`,
+  );
 }
 
 /** The same suite in desktop VS Code through @vscode/test-electron (where one exists). */
@@ -339,8 +407,18 @@ async function runElectron() {
       vscodeExecutablePath: process.env.VSCODE_EXECUTABLE || undefined,
       extensionDevelopmentPath: root,
       extensionTestsPath: path.join(root, 'out/test/vscode/suite/index.js'),
-      launchArgs: [workspace, '--disable-extensions', '--disable-workspace-trust', '--user-data-dir', mkdtemp('inflab-vscode-user-')],
-      extensionTestsEnv: { INFLAB_EXAMPLES: path.join(root, 'examples'), INFLAB_TEST_LOG: logFile, INFLAB_TEST_MODE: 'trusted' },
+      launchArgs: [
+        workspace,
+        '--disable-extensions',
+        '--disable-workspace-trust',
+        '--user-data-dir',
+        mkdtemp('inflab-vscode-user-'),
+      ],
+      extensionTestsEnv: {
+        INFLAB_EXAMPLES: path.join(root, 'examples'),
+        INFLAB_TEST_LOG: logFile,
+        INFLAB_TEST_MODE: 'trusted',
+      },
     });
   } catch (e) {
     code = 1;
@@ -348,7 +426,14 @@ async function runElectron() {
   }
   const text = fs.readFileSync(logFile, 'utf8');
   const m = /^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$/m.exec(text);
-  return { mode: 'electron', code, passed: m ? Number(m[1]) : 0, failed: m ? Number(m[2]) : 1, skipped: m ? Number(m[3] ?? 0) : 0, activation: activationOf(text) };
+  return {
+    mode: 'electron',
+    code,
+    passed: m ? Number(m[1]) : 0,
+    failed: m ? Number(m[2]) : 1,
+    skipped: m ? Number(m[3] ?? 0) : 0,
+    activation: activationOf(text),
+  };
 }
 
 let exitCode = 0;
@@ -357,7 +442,9 @@ if (argv.includes('--electron')) {
     await buildAll();
     const r = await runElectron();
     writeActivation([r], 'desktop, @vscode/test-electron');
-    console.log(`${r.passed} passed, ${Math.max(r.failed, r.code ? 1 : 0)} failed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
+    console.log(
+      `${r.passed} passed, ${Math.max(r.failed, r.code ? 1 : 0)} failed${r.skipped ? `, ${r.skipped} skipped` : ''}`,
+    );
     exitCode = r.failed || r.code ? 1 : 0;
   } finally {
     await cleanup();
@@ -377,8 +464,12 @@ try {
   const failed = results.reduce((a, r) => a + r.failed, 0);
   const skipped = results.reduce((a, r) => a + r.skipped, 0);
   if (failed || results.some((r) => r.code !== 0)) exitCode = 1;
-  log(`${results.map((r) => `${r.mode}: ${r.passed} passed, ${r.failed} failed (exit ${r.code})`).join('; ')} in ${Math.round((Date.now() - t0) / 1000)} s`);
-  console.log(`${passed} passed, ${Math.max(failed, exitCode && !failed ? 1 : 0)} failed${skipped ? `, ${skipped} skipped` : ''}`);
+  log(
+    `${results.map((r) => `${r.mode}: ${r.passed} passed, ${r.failed} failed (exit ${r.code})`).join('; ')} in ${Math.round((Date.now() - t0) / 1000)} s`,
+  );
+  console.log(
+    `${passed} passed, ${Math.max(failed, exitCode && !failed ? 1 : 0)} failed${skipped ? `, ${skipped} skipped` : ''}`,
+  );
 } catch (e) {
   console.error(`[test-vscode] ${e?.stack ?? e}`);
   exitCode = 1;

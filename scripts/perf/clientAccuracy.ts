@@ -71,7 +71,13 @@ export interface ClientAccuracy {
   /** Highest chunk rate at which the median chunk delay stays ≤ 1 ms and the TTFT error p50 ≤ 5 ms. */
   capacity_chunks_per_s: number;
   capacity_rule: string;
-  targets: { ttft_p50_error_at_1000_ms: number; ttft_target_ms: number; itl_ratio_at_1000: number; itl_target: string; met: boolean };
+  targets: {
+    ttft_p50_error_at_1000_ms: number;
+    ttft_target_ms: number;
+    itl_ratio_at_1000: number;
+    itl_target: string;
+    met: boolean;
+  };
 }
 
 const QS = [5, 10, 25, 40, 50, 60, 75, 90, 95];
@@ -81,7 +87,16 @@ const quantiles = (xs: number[], qs: number[]) => {
 };
 const share = (xs: number[], below: number) => (xs.length ? xs.filter((x) => x < below).length / xs.length : NaN);
 
-export async function startMock(root: string, ttft: number, itl: number): Promise<{ child: ChildProcess; url: string; take(): Promise<{ records: TruthRecord[]; cpu: NodeJS.CpuUsage }>; close(): Promise<void> }> {
+export async function startMock(
+  root: string,
+  ttft: number,
+  itl: number,
+): Promise<{
+  child: ChildProcess;
+  url: string;
+  take(): Promise<{ records: TruthRecord[]; cpu: NodeJS.CpuUsage }>;
+  close(): Promise<void>;
+}> {
   const child = fork(path.join(root, 'scripts/perf/mockServer.ts'), [], {
     execArgv: ['--import', 'tsx'],
     env: { ...process.env, MOCK_TTFT_MS: String(ttft), MOCK_ITL_MS: String(itl) },
@@ -120,7 +135,10 @@ export async function startMock(root: string, ttft: number, itl: number): Promis
   };
 }
 
-export async function clientAccuracy(root: string, opts: { concurrency: number[]; rounds: number; minRequests: number; shards?: number; log: (s: string) => void }): Promise<ClientAccuracy> {
+export async function clientAccuracy(
+  root: string,
+  opts: { concurrency: number[]; rounds: number; minRequests: number; shards?: number; log: (s: string) => void },
+): Promise<ClientAccuracy> {
   const TTFT = 50;
   const ITL = 10;
   const OUT = 64;
@@ -139,7 +157,19 @@ export async function clientAccuracy(root: string, opts: { concurrency: number[]
       const results: SweepResult[] = await Promise.all(
         Array.from({ length: shards }, (_, w) =>
           runSweep(
-            { endpoint: mock.url, vocab: 151_936, input: IN, output: OUT, concurrency: [Math.round(c / shards)], requests: Math.round(requests / shards), warmup: 0, runId: `${runId}w${w}`, rttProbes: 3, scrape: false, seed: { mode: 'per-point', base: 1 + w } },
+            {
+              endpoint: mock.url,
+              vocab: 151_936,
+              input: IN,
+              output: OUT,
+              concurrency: [Math.round(c / shards)],
+              requests: Math.round(requests / shards),
+              warmup: 0,
+              runId: `${runId}w${w}`,
+              rttProbes: 3,
+              scrape: false,
+              seed: { mode: 'per-point', base: 1 + w },
+            },
             { worker },
           ),
         ),
@@ -162,35 +192,38 @@ export async function clientAccuracy(root: string, opts: { concurrency: number[]
       let failed = 0;
       let chunks = 0;
       for (const [w, result] of results.entries()) {
-      const p = result.points[0];
-      if (!p?.records) throw new Error(`concurrency ${c}: the sweep returned no records (${result.stopped?.message ?? result.notes.join('; ')})`);
-      durationMs = Math.max(durationMs, p.durationMs);
-      lag.p50 = Math.max(lag.p50, p.loopLag.p50_ms);
-      lag.p99 = Math.max(lag.p99, p.loopLag.p99_ms);
-      lag.max = Math.max(lag.max, p.loopLag.max_ms);
-      for (const r of fromColumnar(p.records)) {
-        if (!r.ok) failed++;
-        const t = byId.get(`inflab-${runId}w${w}-p0-r${r.id}`);
-        if (!t || !r.ok || r.chunkMs.length !== t.chunks.length) continue;
-        matched++;
-        const sent = p.t0EpochMs + r.sentMs;
-        const at = r.chunkMs.map((x) => p.t0EpochMs + x);
-        chunks += at.length;
-        ttftErr.push(at[0] - t.chunks[0]);
-        srvTtft.push(t.chunks[0] - sent);
-        sendToArrival.push(t.arrived - sent);
-        for (let k = 0; k < at.length; k++) {
-          delay.push(at[k] - t.chunks[k]);
-          if (k) {
-            const cg = at[k] - at[k - 1];
-            const tg = t.chunks[k] - t.chunks[k - 1];
-            itlClient.push(cg);
-            itlTruth.push(tg);
-            itlErr.push(cg - tg);
-            itlAbs.push(Math.abs(cg - tg));
+        const p = result.points[0];
+        if (!p?.records)
+          throw new Error(
+            `concurrency ${c}: the sweep returned no records (${result.stopped?.message ?? result.notes.join('; ')})`,
+          );
+        durationMs = Math.max(durationMs, p.durationMs);
+        lag.p50 = Math.max(lag.p50, p.loopLag.p50_ms);
+        lag.p99 = Math.max(lag.p99, p.loopLag.p99_ms);
+        lag.max = Math.max(lag.max, p.loopLag.max_ms);
+        for (const r of fromColumnar(p.records)) {
+          if (!r.ok) failed++;
+          const t = byId.get(`inflab-${runId}w${w}-p0-r${r.id}`);
+          if (!t || !r.ok || r.chunkMs.length !== t.chunks.length) continue;
+          matched++;
+          const sent = p.t0EpochMs + r.sentMs;
+          const at = r.chunkMs.map((x) => p.t0EpochMs + x);
+          chunks += at.length;
+          ttftErr.push(at[0] - t.chunks[0]);
+          srvTtft.push(t.chunks[0] - sent);
+          sendToArrival.push(t.arrived - sent);
+          for (let k = 0; k < at.length; k++) {
+            delay.push(at[k] - t.chunks[k]);
+            if (k) {
+              const cg = at[k] - at[k - 1];
+              const tg = t.chunks[k] - t.chunks[k - 1];
+              itlClient.push(cg);
+              itlTruth.push(tg);
+              itlErr.push(cg - tg);
+              itlAbs.push(Math.abs(cg - tg));
+            }
           }
         }
-      }
       }
       const te = summary(ttftErr);
       const ie = summary(itlErr);
@@ -215,7 +248,12 @@ export async function clientAccuracy(root: string, opts: { concurrency: number[]
         itl_quantiles_ms: { q: QS, measured: quantiles(itlClient, QS), truth: quantiles(itlTruth, QS) },
         itl_under_1ms_share: { measured: r3(share(itlClient, 1)), truth: r3(share(itlTruth, 1)) },
         chunk_delay_ms: { p50: d.p50, p99: d.p99, max: d.max },
-        server: { ttft_p50_ms: st.p50, ttft_p99_ms: st.p99, itl_p50_ms: it.p50, cpu_s: r3((srvCpu1.user + srvCpu1.system - srvCpu0.user - srvCpu0.system) / 1e6) },
+        server: {
+          ttft_p50_ms: st.p50,
+          ttft_p99_ms: st.p99,
+          itl_p50_ms: it.p50,
+          cpu_s: r3((srvCpu1.user + srvCpu1.system - srvCpu0.user - srvCpu0.system) / 1e6),
+        },
         send_to_arrival_ms: { p50: sa.p50, min: r3(Math.min(...sendToArrival)) },
         client_cpu_s: r3(cpuS),
         cpu_us_per_chunk: r1((cpuS * 1e6) / Math.max(1, chunks)),
@@ -237,7 +275,8 @@ export async function clientAccuracy(root: string, opts: { concurrency: number[]
     itl_nominal_ms: ITL,
     output_tokens: OUT,
     input_tokens: IN,
-    worker: 'dist/bench-worker.js (one worker thread per sweep, as a bench cell runs; a point with many streams split across load threads, see load_threads)',
+    worker:
+      'dist/bench-worker.js (one worker thread per sweep, as a bench cell runs; a point with many streams split across load threads, see load_threads)',
     thread,
     points,
     capacity_chunks_per_s: ok.length ? Math.max(...ok.map((p) => p.chunks_per_s)) : 0,

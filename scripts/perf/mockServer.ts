@@ -129,7 +129,9 @@ function tick() {
 
 // ---- HTTP/1.1, just enough for the bench client ----
 function respond(sock: net.Socket, status: string, type: string, body: string) {
-  sock.write(`HTTP/1.1 ${status}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: keep-alive\r\n\r\n${body}`);
+  sock.write(
+    `HTTP/1.1 ${status}\r\ncontent-type: ${type}\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: keep-alive\r\n\r\n${body}`,
+  );
 }
 
 let seq = 0;
@@ -157,12 +159,17 @@ const server = net.createServer((sock) => {
       buf = buf.subarray(h + 4 + len);
       const arrived = epoch();
       if (method === 'GET' && path === '/v1/models') {
-        respond(sock, '200 OK', 'application/json', JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', max_model_len: 32768 }] }));
+        respond(
+          sock,
+          '200 OK',
+          'application/json',
+          JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model', max_model_len: 32768 }] }),
+        );
       } else if (method === 'GET' && path === '/health') {
         respond(sock, '200 OK', 'text/plain', '');
       } else if (method === 'POST' && path === '/v1/completions') {
-        let n = 16;
-        let promptTokens = 0;
+        let n: number;
+        let promptTokens: number;
         try {
           const j = JSON.parse(body);
           n = Math.max(1, Number(j.max_tokens ?? 16));
@@ -171,7 +178,9 @@ const server = net.createServer((sock) => {
           respond(sock, '400 Bad Request', 'application/json', '{"error":{"message":"body is not JSON","code":400}}');
           continue;
         }
-        sock.write('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n');
+        sock.write(
+          'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n',
+        );
         busy = true; // one request at a time per connection (the client does not pipeline)
         const t = performance.now();
         push({
@@ -191,7 +200,12 @@ const server = net.createServer((sock) => {
         });
         arm();
       } else {
-        respond(sock, '404 Not Found', 'application/json', JSON.stringify({ error: { message: `no route ${method} ${path}`, code: 404 } }));
+        respond(
+          sock,
+          '404 Not Found',
+          'application/json',
+          JSON.stringify({ error: { message: `no route ${method} ${path}`, code: 404 } }),
+        );
       }
     }
   };

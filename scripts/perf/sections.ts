@@ -10,7 +10,12 @@ import { runSweep } from '../../src/core/bench';
 import { fromColumnar } from '../../src/core/bench/records';
 import { auditFile, generateLogFile } from '../../src/core/audit';
 import { MIME } from '../../src/core/engine/outputs';
-import { parseNotebookBytes, serializeNotebook, serializeNotebookBytes, type Notebook } from '../../src/core/notebook/format';
+import {
+  parseNotebookBytes,
+  serializeNotebook,
+  serializeNotebookBytes,
+  type Notebook,
+} from '../../src/core/notebook/format';
 import { SimEngine } from '../../src/core/sim/engine';
 import { runLoad } from '../../src/core/sim/load';
 import { defaultSimSetup } from '../../src/core/sim/server';
@@ -63,27 +68,45 @@ export function simVirtual(points: number[], requests: number, input: number, ou
 }
 
 export async function simRealTime(root: string, streams: number[], log: (s: string) => void) {
-  const child = fork(path.join(root, 'scripts/perf/simServer.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(path.join(root, 'scripts/perf/simServer.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const url = await new Promise<string>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('the simulated endpoint did not start within 30 s')), 30_000);
     child.on('message', (m: any) => m?.type === 'listening' && (clearTimeout(t), resolve(m.url)));
     child.once('error', reject);
   });
   const take = () =>
-    new Promise<{ startLate: number[]; endLate: number[]; tokens: number; stalls: number; cpu: NodeJS.CpuUsage }>((resolve) => {
-      const on = (m: any) => {
-        if (m?.type !== 'steps') return;
-        child.off('message', on);
-        resolve(m);
-      };
-      child.on('message', on);
-      child.send({ type: 'take' });
-    });
+    new Promise<{ startLate: number[]; endLate: number[]; tokens: number; stalls: number; cpu: NodeJS.CpuUsage }>(
+      (resolve) => {
+        const on = (m: any) => {
+          if (m?.type !== 'steps') return;
+          child.off('message', on);
+          resolve(m);
+        };
+        child.on('message', on);
+        child.send({ type: 'take' });
+      },
+    );
   const out: any[] = [];
   try {
     for (const n of streams) {
       const c0 = (await take()).cpu;
-      const r = await runSweep({ endpoint: url, vocab: 151_936, input: 64, output: 64, concurrency: [n], requests: n * 2, warmup: 0, scrape: false, runId: `sim${n}` }, { worker: path.join(root, 'dist/bench-worker.js') });
+      const r = await runSweep(
+        {
+          endpoint: url,
+          vocab: 151_936,
+          input: 64,
+          output: 64,
+          concurrency: [n],
+          requests: n * 2,
+          warmup: 0,
+          scrape: false,
+          runId: `sim${n}`,
+        },
+        { worker: path.join(root, 'dist/bench-worker.js') },
+      );
       const s = await take();
       const p = r.points[0];
       const recs = p?.records ? fromColumnar(p.records) : [];
@@ -103,7 +126,9 @@ export async function simRealTime(root: string, streams: number[], log: (s: stri
         holds: en.p50 <= 2 && en.p99 <= 10,
       };
       out.push(row);
-      log(`  ${n} streams: ${row.completed} done, ${row.steps} steps, step start late p50 ${st.p50} p99 ${st.p99} ms, last token late p50 ${en.p50} p99 ${en.p99} ms, ${row.host_stalls} host stalls, ${row.server_cpu_us_per_token} µs server CPU per token${row.holds ? '' : ' (slips)'}`);
+      log(
+        `  ${n} streams: ${row.completed} done, ${row.steps} steps, step start late p50 ${st.p50} p99 ${st.p99} ms, last token late p50 ${en.p50} p99 ${en.p99} ms, ${row.host_stalls} host stalls, ${row.server_cpu_us_per_token} µs server CPU per token${row.holds ? '' : ' (slips)'}`,
+      );
     }
   } finally {
     child.send({ type: 'close' });
@@ -111,7 +136,8 @@ export async function simRealTime(root: string, streams: number[], log: (s: stri
   }
   const ok = out.filter((x) => x.holds);
   return {
-    server: 'startSimServer in its own process, speed 1, max_num_seqs 4096; client: the bench (runSweep, bundled worker), 64/64 tokens, 2 requests per stream',
+    server:
+      'startSimServer in its own process, speed 1, max_num_seqs 4096; client: the bench (runSweep, bundled worker), 64/64 tokens, 2 requests per stream',
     rule: "a load holds when the step's last token leaves at most 2 ms late at the median and 10 ms at p99 (late = actual write − t0 + step end / speed; steps run on an absolute schedule, so lateness is not absorbed by stretching the simulated steps; a step more than two steps (and 2 ms) late counts as a host stall and restarts the engine's clock)",
     max_streams_holding: ok.length ? Math.max(...ok.map((x) => x.streams)) : 0,
     points: out,
@@ -126,7 +152,9 @@ export async function auditSpeed(mb: number, log: (s: string) => void) {
     const g0 = performance.now();
     const gen = await generateLogFile(file, { targetBytes: mb * 1e6 });
     const genS = (performance.now() - g0) / 1000;
-    log(`  generated ${(gen.bytes / 1e6).toFixed(0)} MB (${gen.lines.toLocaleString('en-US')} lines) in ${genS.toFixed(1)} s`);
+    log(
+      `  generated ${(gen.bytes / 1e6).toFixed(0)} MB (${gen.lines.toLocaleString('en-US')} lines) in ${genS.toFixed(1)} s`,
+    );
     // The floor: wc -l on the same file (the page cache is warm for both).
     const w0 = performance.now();
     const wc = spawnSync('wc', ['-l', file], { encoding: 'utf8' });
@@ -171,7 +199,15 @@ export function vsixSize(root: string, log: (s: string) => void) {
     log(`  packaged in ${s.toFixed(1)} s`);
     return { vsix_kib: kib(out), package_s: r1(s) };
   } catch (e) {
-    return { vsix_kib: null, note: `scripts/package.mjs failed: ${String((e as { stderr?: Buffer }).stderr ?? (e as Error).message).trim().split('\n').slice(-3).join(' | ').slice(0, 300)}` };
+    return {
+      vsix_kib: null,
+      note: `scripts/package.mjs failed: ${String((e as { stderr?: Buffer }).stderr ?? (e as Error).message)
+        .trim()
+        .split('\n')
+        .slice(-3)
+        .join(' | ')
+        .slice(0, 300)}`,
+    };
   } finally {
     fs.rmSync(out, { force: true });
   }
@@ -184,7 +220,16 @@ function bigNotebook(mb: number): Notebook {
   let i = 0;
   while (bytes < mb * 1e6) {
     const n = 2000;
-    const rec = { format: 'inflab.records.v1', unit: 'ms', n, id: [] as number[], sent: [] as number[], end: [] as number[], chunks: [] as number[], chunk_ms: [] as number[] };
+    const rec = {
+      format: 'inflab.records.v1',
+      unit: 'ms',
+      n,
+      id: [] as number[],
+      sent: [] as number[],
+      end: [] as number[],
+      chunks: [] as number[],
+      chunk_ms: [] as number[],
+    };
     for (let k = 0; k < n; k++) {
       rec.id.push(k);
       rec.sent.push(r3(k * 7.123457));
@@ -193,16 +238,30 @@ function bigNotebook(mb: number): Notebook {
       for (let j = 0; j < 64; j++) rec.chunk_ms.push(r3(j ? 10 + ((k * 31 + j * 17) % 1000) / 997 : 51.234567));
     }
     const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="600" height="300">${'<path d="M0,0L10,10L20,5"/>'.repeat(3000)}</svg>`;
-    const rows = Array.from({ length: 40 }, (_, k) => `<tr><td>${k}</td><td>${(k * 1.5).toFixed(2)} ms</td></tr>`).join('');
+    const rows = Array.from({ length: 40 }, (_, k) => `<tr><td>${k}</td><td>${(k * 1.5).toFixed(2)} ms</td></tr>`).join(
+      '',
+    );
     const items = [
       { mime: MIME.html, data: `<table>${rows}</table>` },
       { mime: MIME.plain, data: rows.replace(/<[^>]+>/g, ' ') },
-      { mime: MIME.vegaLite6, data: { $schema: 'https://vega.github.io/schema/vega-lite/v6.json', mark: 'line', data: { values: rec.id.slice(0, 500).map((x) => ({ x, y: rec.end[x] })) } } },
+      {
+        mime: MIME.vegaLite6,
+        data: {
+          $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+          mark: 'line',
+          data: { values: rec.id.slice(0, 500).map((x) => ({ x, y: rec.end[x] })) },
+        },
+      },
       { mime: MIME.svg, data: svg },
       { mime: MIME.records, data: rec },
     ];
     for (const it of items) bytes += JSON.stringify(it.data).length;
-    cells.push({ kind: 'code', language: 'inflab', source: `bench: sweep\nendpoint: sim\nconcurrency: [${i + 1}]\n`, outputs: [{ items }] });
+    cells.push({
+      kind: 'code',
+      language: 'inflab',
+      source: `bench: sweep\nendpoint: sim\nconcurrency: [${i + 1}]\n`,
+      outputs: [{ items }],
+    });
     i++;
   }
   return { metadata: {}, cells };
@@ -224,7 +283,14 @@ export function notebookOpenSave(mb: number) {
       runs.push({ open: t1 - t0, save: t2 - t1 });
     }
     const med = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    return { outputs_mb: mb, file_mb: r1(size / 1e6), open_ms: Math.round(med(runs.map((r) => r.open))), save_ms: Math.round(med(runs.map((r) => r.save))), runs: 3, note: 'median of 3; open = read + parseNotebookBytes (what the VS Code serializer does: structure parsed, each output data line checked with JSON.parse and kept as bytes); save = serializeNotebookBytes + write, output data unchanged since the open' };
+    return {
+      outputs_mb: mb,
+      file_mb: r1(size / 1e6),
+      open_ms: Math.round(med(runs.map((r) => r.open))),
+      save_ms: Math.round(med(runs.map((r) => r.save))),
+      runs: 3,
+      note: 'median of 3; open = read + parseNotebookBytes (what the VS Code serializer does: structure parsed, each output data line checked with JSON.parse and kept as bytes); save = serializeNotebookBytes + write, output data unchanged since the open',
+    };
   } finally {
     fs.rmSync(file, { force: true });
     fs.rmSync(file + '.saved', { force: true });
@@ -266,19 +332,33 @@ const files = Object.keys(require.cache).map((f) => path.relative(ROOT, f).split
 process.stdout.write(JSON.stringify({ load: t1 - t0, activate: t2 - t1, atLoad, atActivate: [...new Set(seen)].filter((x) => !atLoad.includes(x)), builtins, files, heapMb: process.memoryUsage().heapUsed / 1e6 }));
 `;
   const dts = fs.readFileSync(path.join(root, 'node_modules/@types/vscode/index.d.ts'), 'utf8');
-  const names = [...new Set([...dts.matchAll(/^\texport (?:class|enum|namespace|function|const|let) (\w+)/gm)].map((m) => m[1]))];
+  const names = [
+    ...new Set([...dts.matchAll(/^\texport (?:class|enum|namespace|function|const|let) (\w+)/gm)].map((m) => m[1])),
+  ];
   const code = `const NAMES = ${JSON.stringify(names)};\nconst ROOT = ${JSON.stringify(root)};\n` + probe;
-  type Run = { load: number; activate: number; atLoad: string[]; atActivate: string[]; builtins: string[]; files: string[]; heapMb: number };
+  type Run = {
+    load: number;
+    activate: number;
+    atLoad: string[];
+    atActivate: string[];
+    builtins: string[];
+    files: string[];
+    heapMb: number;
+  };
   const runs: Run[] = [];
   for (let k = 0; k < 9; k++) {
     const r = spawnSync(process.execPath, ['-e', code], { cwd: os.tmpdir(), encoding: 'utf8', timeout: 60_000 });
-    if (r.status !== 0) return { error: `activation probe failed: ${(r.stderr || '').trim().split('\n').slice(0, 6).join(' | ').slice(0, 600)}` };
+    if (r.status !== 0)
+      return {
+        error: `activation probe failed: ${(r.stderr || '').trim().split('\n').slice(0, 6).join(' | ').slice(0, 600)}`,
+      };
     runs.push(JSON.parse(r.stdout));
   }
   const med = (xs: number[]) => r1(xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
   const loaded = new Set([...runs[0].builtins.map((b) => b.replace(/^node:/, '')), ...runs[0].files]);
   return {
-    label: 'STUB: measured in plain Node with the vscode module replaced by a do-nothing stub, only to time the bundle (load + activate()); not a VS Code measurement',
+    label:
+      'STUB: measured in plain Node with the vscode module replaced by a do-nothing stub, only to time the bundle (load + activate()); not a VS Code measurement',
     load_ms: med(runs.map((r) => r.load)),
     load_min_ms: r1(Math.min(...runs.map((r) => r.load))),
     activate_ms: med(runs.map((r) => r.activate)),
@@ -297,9 +377,23 @@ process.stdout.write(JSON.stringify({ load: t1 - t0, activate: t2 - t1, atLoad, 
 /** The VS Code suite's activation figures (scripts/test-vscode.mjs writes them), if a run left them. */
 export function vscodeActivation(root: string) {
   const f = path.join(root, 'perf-results/activation.json');
-  if (!fs.existsSync(f)) return { note: 'no perf-results/activation.json: run `npm run test:vscode` (or `node scripts/test-vscode.mjs --activation-only`) for VS Code figures' };
+  if (!fs.existsSync(f))
+    return {
+      note: 'no perf-results/activation.json: run `npm run test:vscode` (or `node scripts/test-vscode.mjs --activation-only`) for VS Code figures',
+    };
   try {
-    return JSON.parse(fs.readFileSync(f, 'utf8')) as { label: string; when: string; passes: { mode: string; vscode?: string; activate_call_ms?: number; activate_cpu_ms?: number; require_ms?: number; vscode_record?: { load_code_ms: number; call_activate_ms: number; finish_activate_ms: number } }[] };
+    return JSON.parse(fs.readFileSync(f, 'utf8')) as {
+      label: string;
+      when: string;
+      passes: {
+        mode: string;
+        vscode?: string;
+        activate_call_ms?: number;
+        activate_cpu_ms?: number;
+        require_ms?: number;
+        vscode_record?: { load_code_ms: number; call_activate_ms: number; finish_activate_ms: number };
+      }[];
+    };
   } catch (e) {
     return { note: `perf-results/activation.json unreadable: ${(e as Error).message}` };
   }

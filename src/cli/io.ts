@@ -20,7 +20,8 @@ export function readArgFile(arg: string): { file: string; text: string } {
 export function printCellText(r: CellResult, gap = ''): void {
   for (const o of r.outputs) {
     const plain = o.items.find((it) => it.mime === MIME.plain);
-    if (plain && !o.items.some((it) => it.mime === MIME.findings || it.mime === MIME.error)) console.log(String(plain.data) + gap);
+    if (plain && !o.items.some((it) => it.mime === MIME.findings || it.mime === MIME.error))
+      console.log(String(plain.data) + gap);
   }
   if (r.error) console.log(`error: ${r.error.message}`);
   for (const f of r.findings) console.log(formatFinding(f));

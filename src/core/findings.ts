@@ -65,7 +65,11 @@ export function formatFinding(f: Finding): string {
 
 /** Raised by a cell's run when it cannot go on; becomes an error output with the path's line. */
 export class CellError extends Error {
-  constructor(message: string, public readonly path: CellPath = [], public readonly code = 'cell-error') {
+  constructor(
+    message: string,
+    public readonly path: CellPath = [],
+    public readonly code = 'cell-error',
+  ) {
     super(message);
     this.name = 'CellError';
   }

@@ -8,12 +8,40 @@ import { createNotebookContext, prepareCell, restoreResult } from './engine/engi
 import type { Setup } from './engine/types';
 import { applySetupOverrides, SETUP_KEYS } from './kinds/setup';
 import { parseCell, pathAt } from './notebook/cellSource';
-import { computePeak, decodeRoofline, kvBytesPerToken, prefillFloorSimple, prefillFloorStrict, weightsBytes, weightsReadPerStep } from './physics';
+import {
+  computePeak,
+  decodeRoofline,
+  kvBytesPerToken,
+  prefillFloorSimple,
+  prefillFloorStrict,
+  weightsBytes,
+  weightsReadPerStep,
+} from './physics';
 import { BLOCK_SIZE, kvPool } from './physics/kvPool';
-import { decimalCardSize, DIMS, fmtBytes, fmtIn, fmtNum, fmtTime, GiB, otherUnits, parseQuantity, type DimName, type Quantity } from './units';
+import {
+  decimalCardSize,
+  DIMS,
+  fmtBytes,
+  fmtIn,
+  fmtNum,
+  fmtTime,
+  GiB,
+  otherUnits,
+  parseQuantity,
+  type DimName,
+  type Quantity,
+} from './units';
 
 /** Keys whose bare numbers carry a unit by convention. */
-const BARE_TOKENS = new Set(['context', 'input', 'output', 'prompt', 'max_model_len', 'max_num_batched_tokens', 'tokens']);
+const BARE_TOKENS = new Set([
+  'context',
+  'input',
+  'output',
+  'prompt',
+  'max_model_len',
+  'max_num_batched_tokens',
+  'tokens',
+]);
 const BATCH_KEYS = new Set(['batch', 'concurrency', 'max_num_seqs']);
 const FRACTION_KEYS = new Set(['gpu_memory_utilization']);
 const ALL_DIMS = (Object.keys(DIMS) as DimName[]).filter((d) => d !== 'ratio');
@@ -41,7 +69,8 @@ export function hoverAt(source: string, line: number, character: number, setup?:
   const data = (parsed.data ?? {}) as Record<string, unknown>;
   const s = effectiveSetup(data, setup);
 
-  if (typeof value === 'number' && BATCH_KEYS.has(key) && Number.isInteger(value) && value > 0) return batchHover(at.path, value, data, s);
+  if (typeof value === 'number' && BATCH_KEYS.has(key) && Number.isInteger(value) && value > 0)
+    return batchHover(at.path, value, data, s);
 
   let qq: Quantity | undefined;
   let dim: DimName | undefined;
@@ -67,7 +96,8 @@ export function hoverAt(source: string, line: number, character: number, setup?:
   const parts = [head];
   if (lines.length) parts.push(lines.join('  \n'));
   if (dim === 'bytes' && key === 'memory') parts.push(...cardMemoryNote(qq));
-  if (implied.length) parts.push(`For ${s!.model.name} ${s!.weights} on ${s!.gpu.id}:\n\n${implied.map((x) => `- ${x}`).join('\n')}`);
+  if (implied.length)
+    parts.push(`For ${s!.model.name} ${s!.weights} on ${s!.gpu.id}:\n\n${implied.map((x) => `- ${x}`).join('\n')}`);
   return parts.join('\n\n');
 }
 
@@ -86,12 +116,21 @@ function effectiveSetup(data: Record<string, unknown>, setup: Setup | undefined)
 function cardMemoryNote(qq: Quantity): string[] {
   const n = decimalCardSize(qq.value);
   if (/^(GB|TB)$/.test(qq.unit) && n !== undefined) {
-    return [`⚠️ an "${n}GB" card holds ${n} GiB = ${fmtIn(n * GiB, 'GB')}; ${n} GB is ${fmtNum(((n * GiB - n * 1e9) / (n * GiB)) * 100, 1)}% less. Write \`${n} GiB\`.`];
+    return [
+      `⚠️ an "${n}GB" card holds ${n} GiB = ${fmtIn(n * GiB, 'GB')}; ${n} GB is ${fmtNum(((n * GiB - n * 1e9) / (n * GiB)) * 100, 1)}% less. Write \`${n} GiB\`.`,
+    ];
   }
   return [];
 }
 
-function implications(dim: DimName, v: number, key: string, path: (string | number)[], data: Record<string, unknown>, s: Setup): string[] {
+function implications(
+  dim: DimName,
+  v: number,
+  key: string,
+  path: (string | number)[],
+  data: Record<string, unknown>,
+  s: Setup,
+): string[] {
   const kv = kvBytesPerToken(s.model, s.kvCache);
   const W = weightsReadPerStep(s.model, s.weights);
   const peak = computePeak(s.gpu, s.weights);
@@ -100,32 +139,47 @@ function implications(dim: DimName, v: number, key: string, path: (string | numb
   switch (dim) {
     case 'bandwidth': {
       const t = W / v;
-      out.push(`one pass over the weights (${fmtBytes(W)}) takes **${fmtNum(t * 1e3, 2)} ms**: the decode step floor, a per-user ceiling of ${fmtNum(1 / t, 1)} tok/s`);
+      out.push(
+        `one pass over the weights (${fmtBytes(W)}) takes **${fmtNum(t * 1e3, 2)} ms**: the decode step floor, a per-user ceiling of ${fmtNum(1 / t, 1)} tok/s`,
+      );
       out.push(`ridge point at ${fmtIn(peak, 'TFLOP/s', 0)}: ${fmtNum(peak / v, 0)} FLOP/byte`);
       out.push(`1k tokens of KV (${fmtBytes(kv * 1000)}) read in ${fmtTime((kv * 1000) / v)}`);
       break;
     }
     case 'bytes': {
       const tokens = v / kv;
-      out.push(`holds **${fmtNum(Math.floor(tokens), 0)} tokens** of KV cache at ${fmtNum(kv, 0)} B/token (${s.kvCache}), ${fmtNum(Math.floor(tokens / BLOCK_SIZE), 0)} blocks of ${BLOCK_SIZE}`);
-      out.push(`= ${fmtNum(v / weightsBytes(s.model, s.weights), 2)}× the weights (${fmtBytes(weightsBytes(s.model, s.weights))})`);
+      out.push(
+        `holds **${fmtNum(Math.floor(tokens), 0)} tokens** of KV cache at ${fmtNum(kv, 0)} B/token (${s.kvCache}), ${fmtNum(Math.floor(tokens / BLOCK_SIZE), 0)} blocks of ${BLOCK_SIZE}`,
+      );
+      out.push(
+        `= ${fmtNum(v / weightsBytes(s.model, s.weights), 2)}× the weights (${fmtBytes(weightsBytes(s.model, s.weights))})`,
+      );
       out.push(`read once at ${fmtIn(bw, 'GB/s', 0)} in ${fmtTime(v / bw)}`);
       if (key === 'memory' && path[0] === 'gpu') {
         const p = kvPool({ ...s, gpu: { ...s.gpu, memory: v } });
-        out.push(`as card memory: a vLLM KV pool of ${fmtNum(p.pool_tokens, 0)} tokens at gpu_memory_utilization ${p.gpu_memory_utilization}`);
+        out.push(
+          `as card memory: a vLLM KV pool of ${fmtNum(p.pool_tokens, 0)} tokens at gpu_memory_utilization ${p.gpu_memory_utilization}`,
+        );
       }
       break;
     }
     case 'tokens': {
       out.push(`KV cache: ${fmtBytes(v * kv)} (${fmtNum(kv, 0)} B/token, ${s.kvCache})`);
-      out.push(`prefill floor: **${fmtNum(prefillFloorSimple(s, v) * 1e3, 1)} ms** (2·params·N/peak); stricter count ${fmtNum(prefillFloorStrict(s, v).seconds * 1e3, 1)} ms`);
+      out.push(
+        `prefill floor: **${fmtNum(prefillFloorSimple(s, v) * 1e3, 1)} ms** (2·params·N/peak); stricter count ${fmtNum(prefillFloorStrict(s, v).seconds * 1e3, 1)} ms`,
+      );
       const pool = kvPool(s, { gpuMemoryUtilization: num(s.server?.gpu_memory_utilization) });
-      out.push(`the predicted KV pool (${fmtNum(pool.pool_tokens, 0)} tokens) holds ${fmtNum(Math.floor(pool.pool_tokens / v), 0)} sequences of this length`);
-      if (v > s.model.maxPosition) out.push(`⚠️ longer than the model's max_position_embeddings (${fmtNum(s.model.maxPosition, 0)})`);
+      out.push(
+        `the predicted KV pool (${fmtNum(pool.pool_tokens, 0)} tokens) holds ${fmtNum(Math.floor(pool.pool_tokens / v), 0)} sequences of this length`,
+      );
+      if (v > s.model.maxPosition)
+        out.push(`⚠️ longer than the model's max_position_embeddings (${fmtNum(s.model.maxPosition, 0)})`);
       break;
     }
     case 'compute': {
-      out.push(`prefill of 1,000 tokens: ${fmtNum(((2 * s.model.params.active * 1000) / v) * 1e3, 1)} ms at this peak (2·params·N/peak)`);
+      out.push(
+        `prefill of 1,000 tokens: ${fmtNum(((2 * s.model.params.active * 1000) / v) * 1e3, 1)} ms at this peak (2·params·N/peak)`,
+      );
       out.push(`ridge point at ${fmtIn(bw, 'GB/s', 0)}: ${fmtNum(v / bw, 0)} FLOP/byte`);
       out.push(`compute roof for decode: ${fmtNum(v / (2 * s.model.params.active), 0)} tok/s (peak / 2·params)`);
       break;
@@ -133,7 +187,9 @@ function implications(dim: DimName, v: number, key: string, path: (string | numb
     case 'time': {
       const floor = W / bw;
       out.push(`${fmtNum(v / floor, 2)}× the decode step floor (${fmtNum(floor * 1e3, 2)} ms)`);
-      out.push(`at ${fmtIn(peak, 'TFLOP/s', 0)} a prefill could process at most **${fmtNum((v * peak) / (2 * s.model.params.active), 0)} tokens** in this time`);
+      out.push(
+        `at ${fmtIn(peak, 'TFLOP/s', 0)} a prefill could process at most **${fmtNum((v * peak) / (2 * s.model.params.active), 0)} tokens** in this time`,
+      );
       const prompt = tokensOf(data.prompt ?? data.input);
       if (prompt !== undefined) {
         const f = prefillFloorSimple(s, prompt);
@@ -148,8 +204,12 @@ function implications(dim: DimName, v: number, key: string, path: (string | numb
     case 'token_rate': {
       const ceiling = bw / W;
       out.push(`${fmtNum(1e3 / v, 2)} ms per token`);
-      out.push(`as a per-user rate: ${fmtNum((v / ceiling) * 100, 1)}% of the ${fmtNum(ceiling, 1)} tok/s ceiling${v > ceiling ? ' — ⚠️ above it: not one stream, or not reading the weights' : ''}`);
-      out.push(`as an aggregate rate: ${fmtNum((v / (peak / (2 * s.model.params.active))) * 100, 1)}% of the ${fmtNum(peak / (2 * s.model.params.active), 0)} tok/s compute roof`);
+      out.push(
+        `as a per-user rate: ${fmtNum((v / ceiling) * 100, 1)}% of the ${fmtNum(ceiling, 1)} tok/s ceiling${v > ceiling ? ' — ⚠️ above it: not one stream, or not reading the weights' : ''}`,
+      );
+      out.push(
+        `as an aggregate rate: ${fmtNum((v / (peak / (2 * s.model.params.active))) * 100, 1)}% of the ${fmtNum(peak / (2 * s.model.params.active), 0)} tok/s compute roof`,
+      );
       break;
     }
     case 'flops':
@@ -157,7 +217,9 @@ function implications(dim: DimName, v: number, key: string, path: (string | numb
       break;
     case 'intensity': {
       const ridge = peak / bw;
-      out.push(`${v < ridge ? 'bandwidth' : 'compute'}-bound on ${s.gpu.id} (ridge ${fmtNum(ridge, 0)} FLOP/byte); attainable ${fmtIn(Math.min(peak, bw * v), 'TFLOP/s', 1)}`);
+      out.push(
+        `${v < ridge ? 'bandwidth' : 'compute'}-bound on ${s.gpu.id} (ridge ${fmtNum(ridge, 0)} FLOP/byte); attainable ${fmtIn(Math.min(peak, bw * v), 'TFLOP/s', 1)}`,
+      );
       break;
     }
     case 'request_rate':
@@ -176,7 +238,12 @@ function implications(dim: DimName, v: number, key: string, path: (string | numb
   return out;
 }
 
-function batchHover(path: (string | number)[], B: number, data: Record<string, unknown>, s: Setup | undefined): string | undefined {
+function batchHover(
+  path: (string | number)[],
+  B: number,
+  data: Record<string, unknown>,
+  s: Setup | undefined,
+): string | undefined {
   const head = `**${path.join('.')}**: ${B} concurrent sequences`;
   if (!s) return head;
   const context = tokensOf(data.context) ?? (tokensOf(data.input) ?? 1000) + (tokensOf(data.output) ?? 0) / 2;
@@ -204,6 +271,7 @@ function tokensOf(v: unknown): number | undefined {
 
 function num(v: unknown): number | undefined {
   if (typeof v === 'number') return v;
-  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number') return (v as { value: number }).value;
+  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number')
+    return (v as { value: number }).value;
   return undefined;
 }

@@ -126,11 +126,10 @@ def('request_rate', 1 / 60, 'req/min', 'requests/min', 'rpm');
 def('intensity', 1, 'FLOP/byte', 'FLOP/B', 'FLOPs/byte', 'flop/byte', 'flop/B');
 def('ratio', 0.01, '%', 'percent');
 
-const NUMBER = /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?\.\d+)(?:\s*([kKM])(?![a-zA-Z]))?/;
+const NUMBER =
+  /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?\.\d+)(?:\s*([kKM])(?![a-zA-Z]))?/;
 
-export type ParseResult =
-  | { ok: true; quantity: Quantity; dim: DimName }
-  | { ok: false; message: string };
+export type ParseResult = { ok: true; quantity: Quantity; dim: DimName } | { ok: false; message: string };
 
 export interface ParseOptions {
   /** Dimensions accepted here (first is the one named in messages). */
@@ -218,7 +217,15 @@ function caseInsensitive(rest: string): UnitDef | undefined {
   // Only for spellings where case cannot change the meaning (never GB vs Gb, ms vs Ms).
   const lower = rest.toLowerCase();
   for (const [k, v] of Object.entries(U)) {
-    if (k.toLowerCase() === lower && (v.dim === 'tokens' || v.dim === 'token_rate' || v.dim === 'requests' || v.dim === 'request_rate' || v.dim === 'compute')) return v;
+    if (
+      k.toLowerCase() === lower &&
+      (v.dim === 'tokens' ||
+        v.dim === 'token_rate' ||
+        v.dim === 'requests' ||
+        v.dim === 'request_rate' ||
+        v.dim === 'compute')
+    )
+      return v;
   }
   return undefined;
 }
@@ -236,7 +243,13 @@ function bareNumber(value: number, s: string, opts: ParseOptions): ParseResult {
 
 /** The canonical unit spellings of a dimension, for messages. */
 export function unitsOf(d: DimName): string[] {
-  return [...new Set(Object.values(U).filter((u) => u.dim === d).map((u) => u.canonical))];
+  return [
+    ...new Set(
+      Object.values(U)
+        .filter((u) => u.dim === d)
+        .map((u) => u.canonical),
+    ),
+  ];
 }
 
 export function q(value: number, dim: DimName, unit?: string): Quantity {
@@ -282,7 +295,11 @@ export function sub(a: Quantity, b: Quantity): Quantity {
 export function describeDims(d: Dims): string {
   const n = dimOf(d);
   if (n) return DIM_HELP[n].noun;
-  return Object.entries(d).map(([k, v]) => (v === 1 ? k : `${k}^${v}`)).join('·') || 'a pure number';
+  return (
+    Object.entries(d)
+      .map(([k, v]) => (v === 1 ? k : `${k}^${v}`))
+      .join('·') || 'a pure number'
+  );
 }
 
 /** Value of `q` expressed in `unit` (which must have the same dimension). */
@@ -300,7 +317,8 @@ export function fmtNum(v: number, digits?: number): string {
   const d = digits ?? (a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 2 : a === 0 ? 0 : 3);
   // One formatter per digit count: toLocaleString builds a new one on every call (~60 µs).
   let f = NUM_FORMATS.get(d);
-  if (!f) NUM_FORMATS.set(d, (f = new Intl.NumberFormat('en-US', { minimumFractionDigits: d, maximumFractionDigits: d })));
+  if (!f)
+    NUM_FORMATS.set(d, (f = new Intl.NumberFormat('en-US', { minimumFractionDigits: d, maximumFractionDigits: d })));
   return f.format(v);
 }
 const NUM_FORMATS = new Map<number, Intl.NumberFormat>();

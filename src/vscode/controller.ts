@@ -51,14 +51,22 @@ export class InflabController implements vscode.Disposable {
       );
       return;
     }
-    const toRun = new Set(cells.filter((c) => c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE).map((c) => c.index));
+    const toRun = new Set(
+      cells
+        .filter((c) => c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE)
+        .map((c) => c.index),
+    );
     if (!toRun.size) return;
     const last = Math.max(...toRun);
-    const dir = notebook.uri.scheme === 'file' || notebook.uri.scheme === 'vscode-remote' ? vscode.Uri.joinPath(notebook.uri, '..').fsPath : process.cwd();
+    const dir =
+      notebook.uri.scheme === 'file' || notebook.uri.scheme === 'vscode-remote'
+        ? vscode.Uri.joinPath(notebook.uri, '..').fsPath
+        : process.cwd();
     const nb = createNotebookContext(dir, this.services);
     // Pending executions show a clock on every queued cell until its turn.
     const executions = new Map<number, vscode.NotebookCellExecution>();
-    for (const i of [...toRun].sort((a, b) => a - b)) executions.set(i, this.controller.createNotebookCellExecution(notebook.cellAt(i)));
+    for (const i of [...toRun].sort((a, b) => a - b))
+      executions.set(i, this.controller.createNotebookCellExecution(notebook.cellAt(i)));
     let cancelled = false;
     for (let i = 0; i <= last; i++) {
       const cell = notebook.cellAt(i);
@@ -78,7 +86,12 @@ export class InflabController implements vscode.Disposable {
     }
   }
 
-  private async runOne(execution: vscode.NotebookCellExecution, cell: vscode.NotebookCell, index: number, nb: NotebookContext): Promise<boolean | 'cancelled'> {
+  private async runOne(
+    execution: vscode.NotebookCellExecution,
+    cell: vscode.NotebookCell,
+    index: number,
+    nb: NotebookContext,
+  ): Promise<boolean | 'cancelled'> {
     execution.executionOrder = ++this.order;
     const start = Date.now();
     execution.start(start);
@@ -134,7 +147,11 @@ export class InflabController implements vscode.Disposable {
 }
 
 function cellTitle(cell: vscode.NotebookCell): string {
-  const first = cell.document.getText().split('\n').find((l) => l.trim() && !l.trim().startsWith('#')) ?? '';
+  const first =
+    cell.document
+      .getText()
+      .split('\n')
+      .find((l) => l.trim() && !l.trim().startsWith('#')) ?? '';
   return `cell ${cell.index + 1} (${first.trim().slice(0, 60)})`;
 }
 

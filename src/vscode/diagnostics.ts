@@ -93,7 +93,8 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
   update(nb: vscode.NotebookDocument): void {
     if (nb.isClosed) return;
     const cells = nb.getCells();
-    const isInflab = (c: vscode.NotebookCell) => c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE;
+    const isInflab = (c: vscode.NotebookCell) =>
+      c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE;
     const sources = cells.map((c) => (isInflab(c) ? c.document.getText() : ''));
     let analyzed: Finding[][];
     try {
@@ -130,10 +131,19 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
     }
   }
 
-  provideCodeActions(document: vscode.TextDocument, _range: vscode.Range, context: vscode.CodeActionContext): vscode.CodeAction[] {
+  provideCodeActions(
+    document: vscode.TextDocument,
+    _range: vscode.Range,
+    context: vscode.CodeActionContext,
+  ): vscode.CodeAction[] {
     const actions: vscode.CodeAction[] = [];
     for (const d of context.diagnostics) {
-      const f = this.findingOf.get(d) ?? this.collection.get(document.uri)?.map((x) => this.findingOf.get(x)).find((x) => x && x.code === d.code && x.quickFix);
+      const f =
+        this.findingOf.get(d) ??
+        this.collection
+          .get(document.uri)
+          ?.map((x) => this.findingOf.get(x))
+          .find((x) => x && x.code === d.code && x.quickFix);
       if (!f?.quickFix) continue;
       const text = document.getText();
       let edited: string;
@@ -147,7 +157,11 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
       action.diagnostics = [d];
       action.isPreferred = true;
       action.edit = new vscode.WorkspaceEdit();
-      action.edit.replace(document.uri, new vscode.Range(document.positionAt(0), document.positionAt(text.length)), edited);
+      action.edit.replace(
+        document.uri,
+        new vscode.Range(document.positionAt(0), document.positionAt(text.length)),
+        edited,
+      );
       actions.push(action);
     }
     return actions;
@@ -155,7 +169,9 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
 }
 
 function notebookOf(doc: vscode.TextDocument): vscode.NotebookDocument | undefined {
-  return vscode.workspace.notebookDocuments.find((nb) => nb.notebookType === NOTEBOOK_TYPE && nb.getCells().some((c) => c.document === doc));
+  return vscode.workspace.notebookDocuments.find(
+    (nb) => nb.notebookType === NOTEBOOK_TYPE && nb.getCells().some((c) => c.document === doc),
+  );
 }
 
 function toRange(r: SourceRange): vscode.Range {
@@ -163,7 +179,11 @@ function toRange(r: SourceRange): vscode.Range {
 }
 
 function severityOf(f: Finding): vscode.DiagnosticSeverity {
-  return f.severity === 'error' ? vscode.DiagnosticSeverity.Error : f.severity === 'warning' ? vscode.DiagnosticSeverity.Warning : vscode.DiagnosticSeverity.Information;
+  return f.severity === 'error'
+    ? vscode.DiagnosticSeverity.Error
+    : f.severity === 'warning'
+      ? vscode.DiagnosticSeverity.Warning
+      : vscode.DiagnosticSeverity.Information;
 }
 
 function messageOf(f: Finding): string {
@@ -183,4 +203,3 @@ function relatedOf(f: Finding, cells: vscode.NotebookCell[]): vscode.DiagnosticR
   }
   return out.length ? out : undefined;
 }
-

@@ -46,12 +46,16 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
     }),
     vscode.commands.registerCommand('inflab.startSim', async () => {
       if (!vscode.workspace.isTrusted) {
-        void vscode.window.showWarningMessage('InfLab starts no simulated endpoint in Restricted Mode. Trust the workspace first.');
+        void vscode.window.showWarningMessage(
+          'InfLab starts no simulated endpoint in Restricted Mode. Trust the workspace first.',
+        );
         return;
       }
       try {
         const url = await services.simEndpoint!(undefined);
-        void vscode.window.showInformationMessage(`InfLab: simulated endpoint running at ${url} (write "endpoint: sim" in a setup cell to use it).`);
+        void vscode.window.showInformationMessage(
+          `InfLab: simulated endpoint running at ${url} (write "endpoint: sim" in a setup cell to use it).`,
+        );
       } catch (e) {
         void vscode.window.showErrorMessage(`InfLab: the simulated endpoint did not start: ${(e as Error).message}`);
       }
@@ -74,7 +78,9 @@ async function setApiKey(context: vscode.ExtensionContext): Promise<void> {
   });
   if (key === undefined) return;
   if (!key.trim()) {
-    void vscode.window.showWarningMessage('InfLab: an empty key was not stored. Run "InfLab: Clear API Key" to remove a key.');
+    void vscode.window.showWarningMessage(
+      'InfLab: an empty key was not stored. Run "InfLab: Clear API Key" to remove a key.',
+    );
     return;
   }
   await context.secrets.store(KEY_SECRET, key.trim());
@@ -118,7 +124,11 @@ function hostServices(context: vscode.ExtensionContext): Services {
           const allow = 'Allow';
           // A dialog that cannot be shown (or is dismissed) is a refusal.
           const pick = await Promise.resolve(
-            vscode.window.showWarningMessage(`This notebook sends requests to ${host}. Allow InfLab to contact it? (asked once per host)`, { modal: true }, allow),
+            vscode.window.showWarningMessage(
+              `This notebook sends requests to ${host}. Allow InfLab to contact it? (asked once per host)`,
+              { modal: true },
+              allow,
+            ),
           ).catch(() => undefined);
           if (pick === allow) {
             confirmed.add(host);

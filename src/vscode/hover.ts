@@ -10,10 +10,14 @@ import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
 
 /** The setup in force for a cell: setups above re-prepared, then the cell's own `setup:`/inline keys. */
 function setupFor(document: vscode.TextDocument): Setup | undefined {
-  const nbDoc = vscode.workspace.notebookDocuments.find((nb) => nb.notebookType === NOTEBOOK_TYPE && nb.getCells().some((c) => c.document === document));
+  const nbDoc = vscode.workspace.notebookDocuments.find(
+    (nb) => nb.notebookType === NOTEBOOK_TYPE && nb.getCells().some((c) => c.document === document),
+  );
   if (!nbDoc) return undefined;
   const cells = nbDoc.getCells();
-  const sources = cells.map((c) => (c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE ? c.document.getText() : ''));
+  const sources = cells.map((c) =>
+    c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE ? c.document.getText() : '',
+  );
   const index = cells.findIndex((c) => c.document === document);
   return setupAt(sources, index, vscode.Uri.joinPath(nbDoc.uri, '..').fsPath);
 }

@@ -10,7 +10,15 @@
  */
 import * as vscode from 'vscode';
 import { isJsonMime, MIME } from '../core/engine/outputs';
-import { itemFromBytes as coreItemFromBytes, parseNotebookBytes, serializeNotebookBytes, type NbCell, type NbOutputBytes, type NbOutputItem, type Notebook } from '../core/notebook/format';
+import {
+  itemFromBytes as coreItemFromBytes,
+  parseNotebookBytes,
+  serializeNotebookBytes,
+  type NbCell,
+  type NbOutputBytes,
+  type NbOutputItem,
+  type Notebook,
+} from '../core/notebook/format';
 
 export const NOTEBOOK_TYPE = 'inflab';
 export const CELL_LANGUAGE = 'inflab';
@@ -86,11 +94,15 @@ export function fromNotebookData(data: vscode.NotebookData): Notebook<NbOutputBy
       language: c.languageId || (c.kind === vscode.NotebookCellKind.Markup ? 'markdown' : CELL_LANGUAGE),
       source: c.value,
     };
-    const md = Object.fromEntries(Object.entries(c.metadata ?? {}).filter(([k, v]) => !TRANSIENT_CELL_METADATA.has(k) && v !== undefined));
+    const md = Object.fromEntries(
+      Object.entries(c.metadata ?? {}).filter(([k, v]) => !TRANSIENT_CELL_METADATA.has(k) && v !== undefined),
+    );
     if (Object.keys(md).length) cell.metadata = md;
     if (c.outputs?.length) {
       cell.outputs = c.outputs.map((o) => {
-        const out: NonNullable<NbCell<NbOutputBytes>['outputs']>[number] = { items: o.items.map((it) => ({ mime: it.mime, bytes: it.data })) };
+        const out: NonNullable<NbCell<NbOutputBytes>['outputs']>[number] = {
+          items: o.items.map((it) => ({ mime: it.mime, bytes: it.data })),
+        };
         if (o.metadata && Object.keys(o.metadata).length) out.metadata = { ...o.metadata };
         return out;
       });

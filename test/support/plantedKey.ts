@@ -31,13 +31,18 @@ export function leaks(where: string, bytes: Buffer | string): string[] {
   const found: string[] = [];
   for (const n of NEEDLES) {
     const at = b.indexOf(n);
-    if (at !== -1) found.push(`${where}: "${n.toString().slice(0, 24)}…" at byte ${at}: …${b.subarray(Math.max(0, at - 80), at + 40).toString()}…`);
+    if (at !== -1)
+      found.push(
+        `${where}: "${n.toString().slice(0, 24)}…" at byte ${at}: …${b.subarray(Math.max(0, at - 80), at + 40).toString()}…`,
+      );
   }
   return found;
 }
 
 export function walk(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .flatMap((e) => (e.isDirectory() ? walk(path.join(dir, e.name)) : [path.join(dir, e.name)]));
 }
 
 // ---------------------------------------------------------------- servers that echo the key back
@@ -65,12 +70,19 @@ export async function echoServer(behaviour: Behaviour): Promise<Echo> {
         // The key straddles the 500th character of the body: its first 22 secret characters fall before it.
         const pad = 'x'.repeat(460);
         res.writeHead(401, { 'content-type': 'application/json' });
-        res.end(`${pad}${KEY} {"error": {"message": "Incorrect API key provided: ${KEY}", "type": "invalid_request_error", "headers": ${headers}}}`);
+        res.end(
+          `${pad}${KEY} {"error": {"message": "Incorrect API key provided: ${KEY}", "type": "invalid_request_error", "headers": ${headers}}}`,
+        );
         return;
       }
       if (url.startsWith('/v1/models')) {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ object: 'list', data: [{ id: 'qwen3-8b', object: 'model', max_model_len: 4096, owned_by: `echo ${auth}` }] }));
+        res.end(
+          JSON.stringify({
+            object: 'list',
+            data: [{ id: 'qwen3-8b', object: 'model', max_model_len: 4096, owned_by: `echo ${auth}` }],
+          }),
+        );
         return;
       }
       if (url.startsWith('/metrics')) {
@@ -88,15 +100,23 @@ export async function echoServer(behaviour: Behaviour): Promise<Echo> {
       }
       if (behaviour === '500' || behaviour === '429') {
         const status = behaviour === '500' ? 500 : 429;
-        res.writeHead(status, { 'content-type': 'application/json', ...(status === 429 ? { 'retry-after': '0' } : {}) });
-        res.end(`${' '.repeat(30)}${'y'.repeat(465)}${KEY}${JSON.stringify({ error: { message: `upstream failed for ${auth}`, request_headers: JSON.parse(headers) } })}`);
+        res.writeHead(status, {
+          'content-type': 'application/json',
+          ...(status === 429 ? { 'retry-after': '0' } : {}),
+        });
+        res.end(
+          `${' '.repeat(30)}${'y'.repeat(465)}${KEY}${JSON.stringify({ error: { message: `upstream failed for ${auth}`, request_headers: JSON.parse(headers) } })}`,
+        );
         return;
       }
       // stream: the key in the generated text (split across chunks), then a malformed chunk carrying it.
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const text = `your key is ${KEY}`;
       const parts = [text.slice(0, 20), text.slice(20, 40), text.slice(40)];
-      for (const p of parts) res.write(`data: ${JSON.stringify({ id: 'x', object: 'text_completion', choices: [{ index: 0, text: p, finish_reason: null }] })}\n\n`);
+      for (const p of parts)
+        res.write(
+          `data: ${JSON.stringify({ id: 'x', object: 'text_completion', choices: [{ index: 0, text: p, finish_reason: null }] })}\n\n`,
+        );
       res.write(`data: {"choices": [{"text": "${KEY}", broken json ${auth}\n\n`);
       res.end();
     });
@@ -127,7 +147,11 @@ export async function startTargets(): Promise<Targets> {
   const servers = {} as Record<Behaviour, Echo>;
   for (const b of ['401', '500', '429', 'stream'] as Behaviour[]) servers[b] = await echoServer(b);
   const refusedUrl = `http://127.0.0.1:${await closedPort()}`;
-  return { servers, refusedUrl, close: async () => void (await Promise.all(Object.values(servers).map((s) => s.close()))) };
+  return {
+    servers,
+    refusedUrl,
+    close: async () => void (await Promise.all(Object.values(servers).map((s) => s.close()))),
+  };
 }
 
 // ---------------------------------------------------------------- the notebook
@@ -142,9 +166,15 @@ export function benchNotebook(t: Targets): Notebook {
     ['busy', servers['429']!.url],
     ['echo', servers.stream!.url],
   ];
-  const cells: Notebook['cells'] = [{ kind: 'markdown', language: 'markdown', source: '# Benchmarks against servers that misbehave' }];
+  const cells: Notebook['cells'] = [
+    { kind: 'markdown', language: 'markdown', source: '# Benchmarks against servers that misbehave' },
+  ];
   for (const [name, url] of targets) {
-    cells.push({ kind: 'code', language: 'inflab', source: `setup: ${name}\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${url}\n` });
+    cells.push({
+      kind: 'code',
+      language: 'inflab',
+      source: `setup: ${name}\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${url}\n`,
+    });
     cells.push({
       kind: 'code',
       language: 'inflab',
@@ -153,4 +183,3 @@ export function benchNotebook(t: Targets): Notebook {
   }
   return { cells };
 }
-

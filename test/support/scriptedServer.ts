@@ -92,10 +92,13 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
   const sockets = new Set<import('node:net').Socket>();
   const timers = new Set<NodeJS.Timeout>();
   const later = (ms: number, fn: () => void) => {
-    const t = setTimeout(() => {
-      timers.delete(t);
-      fn();
-    }, Math.max(0, ms));
+    const t = setTimeout(
+      () => {
+        timers.delete(t);
+        fn();
+      },
+      Math.max(0, ms),
+    );
     timers.add(t);
   };
 
@@ -104,15 +107,36 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
     const lbl = `{engine="0",model_name="${model}"}`;
     const counter = (name: string, help: string, v: number) =>
       `# HELP ${name} ${help}\n# TYPE ${name} counter\n${name}_total${lbl} ${v.toFixed(1)}\n${name}_created${lbl} 1.7e9\n`;
-    const gauge = (name: string, help: string, v: number) => `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${name}${lbl} ${v}\n`;
+    const gauge = (name: string, help: string, v: number) =>
+      `# HELP ${name} ${help}\n# TYPE ${name} gauge\n${name}${lbl} ${v}\n`;
     return (
       (old
-        ? counter('vllm:gpu_prefix_cache_queries', 'GPU prefix cache queries, in terms of number of queried tokens.', counters.queries) +
-          counter('vllm:gpu_prefix_cache_hits', 'GPU prefix cache hits, in terms of number of cached tokens.', counters.hits) +
-          gauge('vllm:gpu_cache_usage_perc', 'GPU KV-cache usage. 1 means 100 percent usage.', Math.min(1, counters.running * 0.01))
-        : counter('vllm:prefix_cache_queries', 'Prefix cache queries, in terms of number of queried tokens.', counters.queries) +
+        ? counter(
+            'vllm:gpu_prefix_cache_queries',
+            'GPU prefix cache queries, in terms of number of queried tokens.',
+            counters.queries,
+          ) +
+          counter(
+            'vllm:gpu_prefix_cache_hits',
+            'GPU prefix cache hits, in terms of number of cached tokens.',
+            counters.hits,
+          ) +
+          gauge(
+            'vllm:gpu_cache_usage_perc',
+            'GPU KV-cache usage. 1 means 100 percent usage.',
+            Math.min(1, counters.running * 0.01),
+          )
+        : counter(
+            'vllm:prefix_cache_queries',
+            'Prefix cache queries, in terms of number of queried tokens.',
+            counters.queries,
+          ) +
           counter('vllm:prefix_cache_hits', 'Prefix cache hits, in terms of number of cached tokens.', counters.hits) +
-          gauge('vllm:kv_cache_usage_perc', 'KV-cache usage. 1 means 100 percent usage.', Math.min(1, counters.running * 0.01))) +
+          gauge(
+            'vllm:kv_cache_usage_perc',
+            'KV-cache usage. 1 means 100 percent usage.',
+            Math.min(1, counters.running * 0.01),
+          )) +
       counter('vllm:num_preemptions', 'Cumulative number of preemption from the engine.', counters.preemptions) +
       gauge('vllm:num_requests_running', 'Number of requests in model execution batches.', counters.running) +
       gauge('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', counters.waiting) +
@@ -139,18 +163,27 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
           return void res.end(metricsText());
         }
         res.writeHead(200, { 'content-type': 'application/json' });
-        return void res.end(JSON.stringify({ object: 'list', data: [{ id: model, object: 'model', max_model_len: o.maxModelLen ?? 40960 }] }));
+        return void res.end(
+          JSON.stringify({
+            object: 'list',
+            data: [{ id: model, object: 'model', max_model_len: o.maxModelLen ?? 40960 }],
+          }),
+        );
       }
       if (req.method !== 'POST' || (url !== '/v1/completions' && url !== '/v1/chat/completions')) {
         res.writeHead(404, { 'content-type': 'application/json' });
-        return void res.end(JSON.stringify({ error: { message: `no route ${req.method} ${url}`, type: 'NotFoundError', code: 404 } }));
+        return void res.end(
+          JSON.stringify({ error: { message: `no route ${req.method} ${url}`, type: 'NotFoundError', code: 404 } }),
+        );
       }
       let body: any;
       try {
         body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
       } catch {
         res.writeHead(400, { 'content-type': 'application/json' });
-        return void res.end(JSON.stringify({ error: { message: 'body is not JSON', type: 'BadRequestError', code: 400 } }));
+        return void res.end(
+          JSON.stringify({ error: { message: 'body is not JSON', type: 'BadRequestError', code: 400 } }),
+        );
       }
       const index = requests.length;
       const chat = url === '/v1/chat/completions';
@@ -177,7 +210,9 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       requests.push(rec);
       if (o.requireKey !== undefined && auth !== `Bearer ${o.requireKey}`) {
         res.writeHead(401, { 'content-type': 'application/json' });
-        return void res.end(JSON.stringify({ error: { message: 'invalid API key', type: 'AuthenticationError', code: 401 } }));
+        return void res.end(
+          JSON.stringify({ error: { message: 'invalid API key', type: 'AuthenticationError', code: 401 } }),
+        );
       }
       if (fault?.kind === 'status') {
         res.writeHead(fault.status, { 'content-type': 'application/json' });
@@ -204,15 +239,51 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       const created = Math.floor(Date.now() / 1000);
       const chunkJson = (k: number) =>
         chat
-          ? JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta: { content: ` t${k}` }, logprobs: null, finish_reason: k === outputTokens - 1 ? 'length' : null }], usage: null })
-          : JSON.stringify({ id, object: 'text_completion', created, model, choices: [{ index: 0, text: ` t${k}`, logprobs: null, finish_reason: k === outputTokens - 1 ? 'length' : null, stop_reason: null }], usage: null });
+          ? JSON.stringify({
+              id,
+              object: 'chat.completion.chunk',
+              created,
+              model,
+              choices: [
+                {
+                  index: 0,
+                  delta: { content: ` t${k}` },
+                  logprobs: null,
+                  finish_reason: k === outputTokens - 1 ? 'length' : null,
+                },
+              ],
+              usage: null,
+            })
+          : JSON.stringify({
+              id,
+              object: 'text_completion',
+              created,
+              model,
+              choices: [
+                {
+                  index: 0,
+                  text: ` t${k}`,
+                  logprobs: null,
+                  finish_reason: k === outputTokens - 1 ? 'length' : null,
+                  stop_reason: null,
+                },
+              ],
+              usage: null,
+            });
       const usage = {
         prompt_tokens: promptTokens,
         total_tokens: promptTokens + outputTokens,
         completion_tokens: outputTokens,
         ...(o.reportCachedTokens ? { prompt_tokens_details: { cached_tokens: hitTokens } } : {}),
       };
-      const usageJson = JSON.stringify({ id, object: chat ? 'chat.completion.chunk' : 'text_completion', created, model, choices: [], usage });
+      const usageJson = JSON.stringify({
+        id,
+        object: chat ? 'chat.completion.chunk' : 'text_completion',
+        created,
+        model,
+        choices: [],
+        usage,
+      });
 
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
       res.flushHeaders();
@@ -279,7 +350,9 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
               res.write('data: {"choices": [{"text": "x"}, oops}\n\n');
               break;
             case 'stream-error':
-              res.write(`data: ${JSON.stringify({ error: { message: 'engine died', type: 'InternalServerError', code: 500 } })}\n\n`);
+              res.write(
+                `data: ${JSON.stringify({ error: { message: 'engine died', type: 'InternalServerError', code: 500 } })}\n\n`,
+              );
               break;
             case 'close-early':
               return void res.end();
@@ -300,7 +373,9 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
         if (k >= outputTokens) return finishStream();
         const kk = k;
         if (fault?.kind === 'pairs' && kk + 1 < outputTokens) {
-          write(`data: ${chunkJson(kk)}\n\ndata: ${chunkJson(kk + 1)}\n\n`, () => rec.chunkEpochMs.push(epoch(), epoch()));
+          write(`data: ${chunkJson(kk)}\n\ndata: ${chunkJson(kk + 1)}\n\n`, () =>
+            rec.chunkEpochMs.push(epoch(), epoch()),
+          );
           k += 2;
           if (k >= outputTokens) return finishStream();
           return later(firstAt + k * itl - performance.now(), sendNext);

@@ -34,9 +34,13 @@ function splitAt(buf: Buffer, cuts: number[]): Buffer[] {
   return out;
 }
 
-const fixture = fs.readFileSync(path.join(import.meta.dirname, '../fixtures/logs/vllm-logs-examples.log'), 'utf8').trimEnd().split('\n');
+const fixture = fs
+  .readFileSync(path.join(import.meta.dirname, '../fixtures/logs/vllm-logs-examples.log'), 'utf8')
+  .trimEnd()
+  .split('\n');
 const ansi = (p: string) => `\x1b[1;36m${p}\x1b[0;0m `;
-const access = (client: number, route: string, status: number, prefix = ansi('(APIServer pid=4650)')) => `${prefix}INFO:     127.0.0.1:${client} - "${route} HTTP/1.1" ${status} OK`;
+const access = (client: number, route: string, status: number, prefix = ansi('(APIServer pid=4650)')) =>
+  `${prefix}INFO:     127.0.0.1:${client} - "${route} HTTP/1.1" ${status} OK`;
 const stats = (stamp: string, gen: string, prefix = ansi('(APIServer pid=4650)')) =>
   `${prefix}INFO 12-31 ${stamp} [loggers.py:122] Engine 000: Avg prompt throughput: 1,523.4 tokens/s, Avg generation throughput: ${gen} tokens/s, Running: 24 reqs, Waiting: 3 reqs, Preemptions: 1, GPU KV cache usage: 18.3%, Prefix cache hit rate: 42.1%`;
 
@@ -50,7 +54,7 @@ const MIXED = [
   access(40004, 'POST /v1/completions', 404),
   stats('23:59:50', '812.7'),
   'INFO 12-31 23:59:55 [x.py:1] naïve ünïcode ✓ line 😀',
-  '\x1b[1;36m(EngineCore_0 pid=4711)\x1b[0;0m INFO 12-31 23:59:56 [core.py:1] Received request cmpl-1: prompt: \'ü\', params: SamplingParams(n=1)',
+  "\x1b[1;36m(EngineCore_0 pid=4711)\x1b[0;0m INFO 12-31 23:59:56 [core.py:1] Received request cmpl-1: prompt: 'ü', params: SamplingParams(n=1)",
   '',
   'Traceback (most recent call last):',
   '   ',
@@ -75,10 +79,7 @@ test('chunks split anywhere give the facts of the text path: every single cut, C
       if (JSON.stringify(got) !== wantJson) assert.deepEqual(got, want, `cut at byte ${i}`);
     }
     // One byte at a time.
-    assert.deepEqual(
-      plain(auditChunks(Array.from(buf, (b) => Buffer.of(b)))),
-      want,
-    );
+    assert.deepEqual(plain(auditChunks(Array.from(buf, (b) => Buffer.of(b)))), want);
   }
 });
 
@@ -92,7 +93,12 @@ test('cuts inside a multi-byte character and between CR and LF, in a file read i
     const crlf = buf.indexOf('\r\n');
     assert.ok(emoji > 0 && crlf > 0);
     const want = plain(auditText(text));
-    for (const cuts of [[emoji + 1], [emoji + 2, emoji + 3], [crlf + 1], [crlf + 1, emoji + 1, buf.indexOf('\x1b[1;36m') + 2]])
+    for (const cuts of [
+      [emoji + 1],
+      [emoji + 2, emoji + 3],
+      [crlf + 1],
+      [crlf + 1, emoji + 1, buf.indexOf('\x1b[1;36m') + 2],
+    ])
       assert.deepEqual(plain(auditChunks(splitAt(buf, cuts))), want, `cuts ${cuts}`);
     const p = path.join(dir, 'v.log');
     fs.writeFileSync(p, buf);
@@ -107,7 +113,7 @@ test('cuts inside a multi-byte character and between CR and LF, in a file read i
   }
 });
 
-test('a generated log: access and stats lines are read as bytes, the facts are the text path\'s', () => {
+test("a generated log: access and stats lines are read as bytes, the facts are the text path's", () => {
   const text = generateLog(200, { accessPerWindow: 5, pointWindows: 20 });
   const a = new LogAuditor();
   a.beginFile('<bytes>');
@@ -123,12 +129,20 @@ test('a generated log: access and stats lines are read as bytes, the facts are t
   assert.ok(a.decodedLines <= 10 + want.unknown_lines, `decoded ${a.decodedLines} of ${want.lines} lines`);
 });
 
-test('near misses after good lines (the templates are warm): the text path\'s facts', () => {
+test("near misses after good lines (the templates are warm): the text path's facts", () => {
   const P = ansi('(APIServer pid=4650)');
-  const good = [access(1, 'POST /v1/completions', 200), stats('10:00:00', '5.0'), access(2, 'POST /v1/completions', 200)];
+  const good = [
+    access(1, 'POST /v1/completions', 200),
+    stats('10:00:00', '5.0'),
+    access(2, 'POST /v1/completions', 200),
+  ];
   const near = [
     // Unicode spaces end uvicorn's client (\S+), at every alignment of the four-byte steps.
-    ...['a', 'ab', 'abc', 'abcd', 'abcde'].flatMap((c) => ['\u00a0', '\u2003', '\u3000', '\u0085', '\ufeff', 'ü', '\x7f', '\x1b', '\t'].map((sp) => `${P}INFO:     ${c}${sp}1 - "POST /v1/completions HTTP/1.1" 200 OK`)),
+    ...['a', 'ab', 'abc', 'abcd', 'abcde'].flatMap((c) =>
+      ['\u00a0', '\u2003', '\u3000', '\u0085', '\ufeff', 'ü', '\x7f', '\x1b', '\t'].map(
+        (sp) => `${P}INFO:     ${c}${sp}1 - "POST /v1/completions HTTP/1.1" 200 OK`,
+      ),
+    ),
     `${P}INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 20`,
     `${P}INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 2000 OK`,
     `${P}INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1"  200 OK`,
@@ -152,7 +166,7 @@ test('near misses after good lines (the templates are warm): the text path\'s fa
     }
 });
 
-test('stats lines read through the last line\'s skeleton: near misses give the text path\'s facts', () => {
+test("stats lines read through the last line's skeleton: near misses give the text path's facts", () => {
   const P = ansi('(APIServer pid=4650)');
   const head = `${P}INFO 12-31 10:00:00 [loggers.py:122] Engine 000: `;
   const line = (body: string) => head + body;
@@ -170,12 +184,26 @@ test('stats lines read through the last line\'s skeleton: near misses give the t
     [std('1.0', '2.0'), std('1234567890123456', '2')],
     [std('1.0', '2.0'), std('1.0', '2.0', '24\x1b[0m')],
     // A number followed by a key without ", ": a trailing comma on the number would make a new part.
-    ['Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5 Waiting: 3 reqs', 'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5, Waiting: 3 reqs'],
-    ['Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5 Waiting: 3 reqs', 'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5,5 Waiting: 3 reqs'],
-    ['Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Pending: 4 reqs, Waiting: 3 reqs', 'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Pending: 7 reqs, Waiting: 1 reqs'],
+    [
+      'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5 Waiting: 3 reqs',
+      'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5, Waiting: 3 reqs',
+    ],
+    [
+      'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5 Waiting: 3 reqs',
+      'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 5,5 Waiting: 3 reqs',
+    ],
+    [
+      'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Pending: 4 reqs, Waiting: 3 reqs',
+      'Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Pending: 7 reqs, Waiting: 1 reqs',
+    ],
   ];
   for (const [a, b] of pairs) {
-    const text = [line(a), line(b).replace('10:00:00', '10:00:10'), line(a).replace('10:00:00', '10:00:20'), line(b).replace('10:00:00', '10:00:30')].join('\n');
+    const text = [
+      line(a),
+      line(b).replace('10:00:00', '10:00:10'),
+      line(a).replace('10:00:00', '10:00:20'),
+      line(b).replace('10:00:00', '10:00:30'),
+    ].join('\n');
     assert.deepEqual(plain(auditChunks([Buffer.from(text)])), plain(auditText(text)), JSON.stringify(b));
   }
 });
@@ -185,25 +213,106 @@ test('stats lines read through the last line\'s skeleton: near misses give the t
 
 const pick = <T>(...xs: T[]) => fc.constantFrom(...xs);
 /** Mostly one of the forms the fast path reads, sometimes a near miss: most lines then differ from a good line in one place. */
-const ok = (good: string[], near: string[]) => fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...good) }, { weight: 1, arbitrary: fc.constantFrom(...near) });
-const lead = ok(['', '\x1b[1;36m'], [' ', '\t', '\x1b[0m\x1b[1m', '\x1b[', '\x1b[12', '\x1b', '\x1b[1;36', '\x1b[1;36m ']);
+const ok = (good: string[], near: string[]) =>
+  fc.oneof({ weight: 12, arbitrary: fc.constantFrom(...good) }, { weight: 1, arbitrary: fc.constantFrom(...near) });
+const lead = ok(
+  ['', '\x1b[1;36m'],
+  [' ', '\t', '\x1b[0m\x1b[1m', '\x1b[', '\x1b[12', '\x1b', '\x1b[1;36', '\x1b[1;36m '],
+);
 const closeAnsi = ok(['', '\x1b[0;0m', '\x1b[0m\x1b[0m'], ['\x1b[9', '\x1b', '\x1b[0;0m\x1b']);
-const procName = ok(['APIServer pid=4650', 'EngineCore_DP0 pid=4711', 'VllmWorker rank=1 pid=99'], ['NoPid', 'x'.repeat(89) + ' pid=1', 'x'.repeat(90) + ' pid=1', 'a) (b pid=2', 'ü pid=3', 'a\x1bb pid=4', 'pid=5', ' pid=', 'a\tb pid=6']);
-const prefix = fc.oneof(fc.constant(''), fc.tuple(procName, closeAnsi, ok([' '], ['', '  ', '\x1b[0m '])).map(([n, c, sp]) => `(${n})${c}${sp}`));
-const word = ok(['INFO', 'WARNING', 'ERROR', 'DEBUG', 'CRITICAL'], ['toString', 'info', 'INF', 'NOTICE', '__proto__', 'INFOS', 'XINFO']);
+const procName = ok(
+  ['APIServer pid=4650', 'EngineCore_DP0 pid=4711', 'VllmWorker rank=1 pid=99'],
+  [
+    'NoPid',
+    'x'.repeat(89) + ' pid=1',
+    'x'.repeat(90) + ' pid=1',
+    'a) (b pid=2',
+    'ü pid=3',
+    'a\x1bb pid=4',
+    'pid=5',
+    ' pid=',
+    'a\tb pid=6',
+  ],
+);
+const prefix = fc.oneof(
+  fc.constant(''),
+  fc.tuple(procName, closeAnsi, ok([' '], ['', '  ', '\x1b[0m '])).map(([n, c, sp]) => `(${n})${c}${sp}`),
+);
+const word = ok(
+  ['INFO', 'WARNING', 'ERROR', 'DEBUG', 'CRITICAL'],
+  ['toString', 'info', 'INF', 'NOTICE', '__proto__', 'INFOS', 'XINFO'],
+);
 const digits = (n: number) => fc.integer({ min: 0, max: 10 ** n - 1 }).map((v) => String(v).padStart(n, '0'));
 const stamp = fc.oneof(
-  { weight: 12, arbitrary: fc.tuple(digits(2), digits(2), digits(2), digits(2), digits(2)).map(([mo, d, h, m, s]) => `${mo}-${d} ${h}:${m}:${s}`) },
-  { weight: 1, arbitrary: pick('12-31 23:59:59', '01-01 00:00:01', '1a-01 00:00:01', '01-01 00:00', '01-01 00:00:0x', '01-01 00:00:x0', '01-01 0x:00:00', '01-01 x0:00:00', '02-29 12:00:00', '01/01 00:00:01', '1-01 00:00:01') },
+  {
+    weight: 12,
+    arbitrary: fc
+      .tuple(digits(2), digits(2), digits(2), digits(2), digits(2))
+      .map(([mo, d, h, m, s]) => `${mo}-${d} ${h}:${m}:${s}`),
+  },
+  {
+    weight: 1,
+    arbitrary: pick(
+      '12-31 23:59:59',
+      '01-01 00:00:01',
+      '1a-01 00:00:01',
+      '01-01 00:00',
+      '01-01 00:00:0x',
+      '01-01 00:00:x0',
+      '01-01 0x:00:00',
+      '01-01 x0:00:00',
+      '02-29 12:00:00',
+      '01/01 00:00:01',
+      '1-01 00:00:01',
+    ),
+  },
 );
 const frac = ok(['', ',123', '.5'], ['.', ',', ',12a', ':5']);
-const bracket = ok(['[loggers.py:122] ', 'metrics.py:351] ', '[x.py:1]'], ['[ü.py:1] ', '[' + 'y'.repeat(117) + '] ', '[' + 'y'.repeat(118) + '] ', '[' + 'y'.repeat(119) + '] ', '[no close ', '[a\x1b.py:1] ', '[a\tb] ', '']);
+const bracket = ok(
+  ['[loggers.py:122] ', 'metrics.py:351] ', '[x.py:1]'],
+  [
+    '[ü.py:1] ',
+    '[' + 'y'.repeat(117) + '] ',
+    '[' + 'y'.repeat(118) + '] ',
+    '[' + 'y'.repeat(119) + '] ',
+    '[no close ',
+    '[a\x1b.py:1] ',
+    '[a\tb] ',
+    '',
+  ],
+);
 const num = fc.oneof(
   { weight: 6, arbitrary: fc.integer({ min: 0, max: 200000 }).map(String) },
   { weight: 6, arbitrary: fc.double({ min: 0, max: 1e5, noNaN: true }).map((v) => v.toFixed(1)) },
-  { weight: 1, arbitrary: fc.double({ min: 0, max: 1e7, noNaN: true }).map((v) => v.toFixed(2).replace(/\B(?=(\d{3})+(?!\d))/g, ',')) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .double({ min: 0, max: 1e7, noNaN: true })
+      .map((v) => v.toFixed(2).replace(/\B(?=(\d{3})+(?!\d))/g, ',')),
+  },
   { weight: 1, arbitrary: fc.double({ min: 0, max: 1e3, noNaN: true }).map((v) => String(v)) },
-  { weight: 1, arbitrary: pick('1e3', '1.2.3', '.5', '-1', ' 5', '', 'NaN', '5,', '1,.5', '1..5', '12345678901234567', '0.1234567890123456789', '123456789012345.6', '7E2', '3.e1', '0x10', 'Infinity') },
+  {
+    weight: 1,
+    arbitrary: pick(
+      '1e3',
+      '1.2.3',
+      '.5',
+      '-1',
+      ' 5',
+      '',
+      'NaN',
+      '5,',
+      '1,.5',
+      '1..5',
+      '12345678901234567',
+      '0.1234567890123456789',
+      '123456789012345.6',
+      '7E2',
+      '3.e1',
+      '0x10',
+      'Infinity',
+    ),
+  },
 );
 const statKey = pick(
   'Avg prompt throughput',
@@ -226,15 +335,30 @@ const statKey = pick(
 const unit = ok([' tokens/s', ' reqs', '%', '%.', ''], [' \x1b[0m', '\x1b[0m', ', ', ',']);
 const statsMsg = fc
   .tuple(
-    ok(['', 'Engine 000: ', 'Engine 1: '], ['Engine 1234567890: ', '2 Engines Aggregated: ', 'Engine x: ', 'Engine 0:  ', 'note: ', 'Engine 0:', 'Engine : ', 'Engine 7:_']),
+    ok(
+      ['', 'Engine 000: ', 'Engine 1: '],
+      [
+        'Engine 1234567890: ',
+        '2 Engines Aggregated: ',
+        'Engine x: ',
+        'Engine 0:  ',
+        'note: ',
+        'Engine 0:',
+        'Engine : ',
+        'Engine 7:_',
+      ],
+    ),
     num,
     num,
     fc.array(fc.tuple(statKey, num, unit), { maxLength: 8 }),
     ok([', '], [',', ' ,', ',  ', ', \x1b[0m']),
   )
-  .map(([head, p, g, parts, sep]) => `${head}Avg prompt throughput: ${p} tokens/s, Avg generation throughput: ${g} tokens/s${parts.map(([k, v, u]) => `${sep}${k}: ${v}${u}`).join('')}`);
+  .map(
+    ([head, p, g, parts, sep]) =>
+      `${head}Avg prompt throughput: ${p} tokens/s, Avg generation throughput: ${g} tokens/s${parts.map(([k, v, u]) => `${sep}${k}: ${v}${u}`).join('')}`,
+  );
 const otherMsg = pick(
-  'Received request cmpl-1: prompt: \'naïve ✓\'',
+  "Received request cmpl-1: prompt: 'naïve ✓'",
   'Added request cmpl-1.',
   '',
   'Using FlashInfer for top-p & top-k sampling.',
@@ -253,7 +377,10 @@ const accessLine = fc
   .tuple(
     ok(['INFO', 'WARNING', 'ERROR'], ['DEBUG', 'info', 'CRITICAL', 'INFOO']),
     ok(['     ', ' '], ['\t', '', ' \t ', '\x0b', ' \x1b ', '\x1b[0m ']),
-    ok(['127.0.0.1:5', '10.0.0.7:40000', '[::1]:8'], ['ü:1', '', 'a\x1bb', 'x"y', 'a\tb', 'a\x7fb', 'a\u00a0b', 'a\u2003b']),
+    ok(
+      ['127.0.0.1:5', '10.0.0.7:40000', '[::1]:8'],
+      ['ü:1', '', 'a\x1bb', 'x"y', 'a\tb', 'a\x7fb', 'a\u00a0b', 'a\u2003b'],
+    ),
     ok([' - "'], [' -"', ' - ', '  - "']),
     ok(['POST', 'GET'], ['post', '', 'P0ST']),
     ok(['/v1/completions', '/v1/chat/completions?x=1&y=2', '/m?', '/a?b?c'], ['/ü', '', '/a b', '/a\x1b']),
@@ -262,9 +389,27 @@ const accessLine = fc
     ok(['200', '404', '500', '007'], ['5', '20x', ' 200']),
     ok([' OK', '', ' Not Found'], ['\x1b[0m', ' ' + 'z'.repeat(80), '0']),
   )
-  .map(([lv, ws, client, dash, method, p, ver, q, status, tail]) => `${lv}:${ws}${client}${dash}${method} ${p} HTTP/${ver}${q}${status}${tail}`);
-const junk = pick('Traceback (most recent call last):', '  File "x.py", line 1', 'Loading safetensors checkpoint shards:  40% Completed | 2/5', '\r', '😀', 'INFO:     Started server process [1]', '   ', '\x1b[0m');
-const line = fc.tuple(lead, prefix, fc.oneof({ weight: 3, arbitrary: accessLine }, { weight: 3, arbitrary: vllmLine }, { weight: 1, arbitrary: junk })).map(([l, p, b]) => l + p + b);
+  .map(
+    ([lv, ws, client, dash, method, p, ver, q, status, tail]) =>
+      `${lv}:${ws}${client}${dash}${method} ${p} HTTP/${ver}${q}${status}${tail}`,
+  );
+const junk = pick(
+  'Traceback (most recent call last):',
+  '  File "x.py", line 1',
+  'Loading safetensors checkpoint shards:  40% Completed | 2/5',
+  '\r',
+  '😀',
+  'INFO:     Started server process [1]',
+  '   ',
+  '\x1b[0m',
+);
+const line = fc
+  .tuple(
+    lead,
+    prefix,
+    fc.oneof({ weight: 3, arbitrary: accessLine }, { weight: 3, arbitrary: vllmLine }, { weight: 1, arbitrary: junk }),
+  )
+  .map(([l, p, b]) => l + p + b);
 
 test('property: one line at a time, what the byte scanner says is what classifyLine() says', () => {
   const counts = new Map<number, number>();
@@ -298,10 +443,11 @@ test('property: one line at a time, what the byte scanner says is what classifyL
     { numRuns: 3000, seed: 7 },
   );
   // The fast path is exercised, not just the fallback.
-  for (const k of [ACCESS, STATS, OTHER]) assert.ok((counts.get(k) ?? 0) > 150, `kind ${k}: ${JSON.stringify([...counts])}`);
+  for (const k of [ACCESS, STATS, OTHER])
+    assert.ok((counts.get(k) ?? 0) > 150, `kind ${k}: ${JSON.stringify([...counts])}`);
 });
 
-test('property: random logs on the fast path\'s edges give the text path\'s facts, split anywhere', () => {
+test("property: random logs on the fast path's edges give the text path's facts, split anywhere", () => {
   fc.assert(
     fc.property(
       // A small pool of lines repeated in random order (so the templates are reused and then missed).
@@ -315,7 +461,17 @@ test('property: random logs on the fast path\'s edges give the text path\'s fact
         const buf = Buffer.from(text);
         const want = plain(auditText(text));
         assert.deepEqual(plain(auditChunks([buf])), want);
-        assert.deepEqual(plain(auditChunks(splitAt(buf, cuts.map((c) => c % (buf.length + 1))))), want);
+        assert.deepEqual(
+          plain(
+            auditChunks(
+              splitAt(
+                buf,
+                cuts.map((c) => c % (buf.length + 1)),
+              ),
+            ),
+          ),
+          want,
+        );
       },
     ),
     { numRuns: 600, seed: 20251129 },

@@ -23,7 +23,8 @@ const EX = {
     'INFO 07-25 10:02:20 [loggers.py:122] Engine 000: Avg prompt throughput: 1523.4 tokens/s, Avg generation throughput: 812.7 tokens/s, Running: 24 reqs, Waiting: 0 reqs, GPU KV cache usage: 18.3%, Prefix cache hit rate: 42.1%',
   statsA:
     'INFO 03-20 09:00:10 [loggers.py:80] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 95.2 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.3%, Prefix cache hit rate: 0.0%',
-  engineCoreKv: '(EngineCore_DP0 pid=4711) INFO 10-03 12:00:00 [gpu_worker.py:298] Available KV cache memory: 55.13 GiB',
+  engineCoreKv:
+    '(EngineCore_DP0 pid=4711) INFO 10-03 12:00:00 [gpu_worker.py:298] Available KV cache memory: 55.13 GiB',
   statsPreempt:
     '(APIServer pid=4650) INFO 12-04 12:00:10 [loggers.py:248] Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 1788.6 tokens/s, Running: 96 reqs, Waiting: 12 reqs, Preemptions: 3, GPU KV cache usage: 99.6%, Prefix cache hit rate: 0.0%',
   statsV0:
@@ -70,10 +71,27 @@ test('every example line of the formats reference is classified with its fields'
 
   c = classifyLine(EX.statsEngine);
   assert.equal(c.kind, 'stats');
-  assert.deepEqual(c.stats, { format: 'v1', engine: 0, prompt_tok_s: 1523.4, gen_tok_s: 812.7, running: 24, waiting: 0, kv_usage_pct: 18.3, prefix_hit_pct: 42.1 });
+  assert.deepEqual(c.stats, {
+    format: 'v1',
+    engine: 0,
+    prompt_tok_s: 1523.4,
+    gen_tok_s: 812.7,
+    running: 24,
+    waiting: 0,
+    kv_usage_pct: 18.3,
+    prefix_hit_pct: 42.1,
+  });
 
   c = classifyLine(EX.statsA);
-  assert.deepEqual(c.stats, { format: 'v1', prompt_tok_s: 0, gen_tok_s: 95.2, running: 1, waiting: 0, kv_usage_pct: 0.3, prefix_hit_pct: 0 });
+  assert.deepEqual(c.stats, {
+    format: 'v1',
+    prompt_tok_s: 0,
+    gen_tok_s: 95.2,
+    running: 1,
+    waiting: 0,
+    kv_usage_pct: 0.3,
+    prefix_hit_pct: 0,
+  });
   assert.equal(c.stamp, '03-20 09:00:10');
 
   c = classifyLine(EX.engineCoreKv);
@@ -82,10 +100,29 @@ test('every example line of the formats reference is classified with its fields'
 
   c = classifyLine(EX.statsPreempt);
   assert.equal(c.process, 'APIServer');
-  assert.deepEqual(c.stats, { format: 'v1', engine: 0, prompt_tok_s: 0, gen_tok_s: 1788.6, running: 96, waiting: 12, preemptions: 3, kv_usage_pct: 99.6, prefix_hit_pct: 0 });
+  assert.deepEqual(c.stats, {
+    format: 'v1',
+    engine: 0,
+    prompt_tok_s: 0,
+    gen_tok_s: 1788.6,
+    running: 96,
+    waiting: 12,
+    preemptions: 3,
+    kv_usage_pct: 99.6,
+    prefix_hit_pct: 0,
+  });
 
   c = classifyLine(EX.statsV0);
-  assert.deepEqual(c.stats, { format: 'v0', prompt_tok_s: 0, gen_tok_s: 412.3, running: 32, swapped: 0, waiting: 5, kv_usage_pct: 97.9, cpu_kv_usage_pct: 0 });
+  assert.deepEqual(c.stats, {
+    format: 'v0',
+    prompt_tok_s: 0,
+    gen_tok_s: 412.3,
+    running: 32,
+    swapped: 0,
+    waiting: 5,
+    kv_usage_pct: 97.9,
+    cpu_kv_usage_pct: 0,
+  });
 
   c = classifyLine(EX.prefixV0);
   assert.equal(c.kind, 'prefix-v0');
@@ -94,7 +131,16 @@ test('every example line of the formats reference is classified with its fields'
   c = classifyLine(EX.statsV0Old);
   assert.equal(c.kind, 'stats', 'the bracket-less prefix of logs before 2025-02');
   assert.equal(c.stamp, '09-01 10:00:05');
-  assert.deepEqual(c.stats, { format: 'v0', prompt_tok_s: 12, gen_tok_s: 30.1, running: 1, swapped: 0, waiting: 0, kv_usage_pct: 0.1, cpu_kv_usage_pct: 0 });
+  assert.deepEqual(c.stats, {
+    format: 'v0',
+    prompt_tok_s: 12,
+    gen_tok_s: 30.1,
+    running: 1,
+    swapped: 0,
+    waiting: 0,
+    kv_usage_pct: 0.1,
+    cpu_kv_usage_pct: 0,
+  });
 
   c = classifyLine(EX.fallback);
   assert.equal(c.kind, 'sampler');
@@ -117,7 +163,10 @@ test('the fixture of example lines matches the reference lines exactly', () => {
 });
 
 test('the other message variants: fallback texts, E+ fields, aggregated engines, uvicorn without a prefix, V0 blocks', () => {
-  for (const t of ['Falling back to default sampling implementation.', 'Currently, FlashInfer top-p & top-k sampling sampler is disabled, using PyTorch-native sampler.'])
+  for (const t of [
+    'Falling back to default sampling implementation.',
+    'Currently, FlashInfer top-p & top-k sampling sampler is disabled, using PyTorch-native sampler.',
+  ])
     assert.equal(classifyLine(`WARNING 01-02 03:04:05 [topk_topp_sampler.py:80] ${t}`).sampler?.backend, 'fallback', t);
   const e = classifyLine(
     'INFO 01-02 03:04:05 [loggers.py:200] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, Deferred: 2 reqs, Preemptions: 0, GPU KV cache usage: 5.0%, Prefix cache hit rate: 12.5%, External prefix cache hit rate: 1.0%, MM cache hit rate: 2.0%',
@@ -126,7 +175,9 @@ test('the other message variants: fallback texts, E+ fields, aggregated engines,
   assert.equal(e.stats?.prefix_hit_pct, 12.5);
   assert.equal(e.stats?.external_prefix_hit_pct, 1);
   assert.equal(e.stats?.mm_hit_pct, 2);
-  const agg = classifyLine('INFO 01-02 03:04:05 [loggers.py:200] 2 Engines Aggregated: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%, Prefix cache hit rate: 0.0%');
+  const agg = classifyLine(
+    'INFO 01-02 03:04:05 [loggers.py:200] 2 Engines Aggregated: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, GPU KV cache usage: 5.0%, Prefix cache hit rate: 0.0%',
+  );
   assert.equal(agg.stats?.aggregatedEngines, 2);
   const acc = classifyLine('INFO:     10.0.0.7:5000 - "GET /metrics HTTP/1.1" 404 Not Found');
   assert.deepEqual(acc.access, { client: '10.0.0.7:5000', method: 'GET', path: '/metrics', status: 404 });
@@ -136,14 +187,22 @@ test('the other message variants: fallback texts, E+ fields, aggregated engines,
     'INFO 01-02 03:04:05 [worker.py:267] Memory profiling takes 4.1 seconds; the current vLLM instance can use total_gpu_memory (79.15GiB) x gpu_memory_utilization (0.90) = 71.24GiB; model weights take 15.27GiB; non_torch_memory takes 0.21GiB; PyTorch activation peak memory takes 1.45GiB; the rest of the memory reserved for KV Cache is 54.31GiB.',
   );
   assert.deepEqual(prof.startup, { key: 'available_kv_gib', value: 54.31 });
-  const init = classifyLine('INFO 01-02 03:04:05 [core.py:193] init engine (profile, create kv cache, warmup model) took 48.12 seconds');
+  const init = classifyLine(
+    'INFO 01-02 03:04:05 [core.py:193] init engine (profile, create kv cache, warmup model) took 48.12 seconds',
+  );
   assert.deepEqual(init.startup, { key: 'engine_init_s', value: 48.12 });
-  const ver = classifyLine('(APIServer pid=1) INFO 01-02 03:04:05 [api_server.py:1805] vLLM API server version 0.10.1.1');
+  const ver = classifyLine(
+    '(APIServer pid=1) INFO 01-02 03:04:05 [api_server.py:1805] vLLM API server version 0.10.1.1',
+  );
   assert.deepEqual(ver.startup, { key: 'version', value: '0.10.1.1' });
-  const cfg = classifyLine("(EngineCore_0 pid=2) INFO 01-02 03:04:05 [core.py:71] Initializing a V1 LLM engine (v0.10.0) with config: model='Qwen/Qwen3-8B', speculative_config=None, tokenizer='Qwen/Qwen3-8B'");
+  const cfg = classifyLine(
+    "(EngineCore_0 pid=2) INFO 01-02 03:04:05 [core.py:71] Initializing a V1 LLM engine (v0.10.0) with config: model='Qwen/Qwen3-8B', speculative_config=None, tokenizer='Qwen/Qwen3-8B'",
+  );
   assert.equal(cfg.startup?.value, '0.10.0');
   assert.equal(cfg.configModel, 'Qwen/Qwen3-8B');
-  const nd = classifyLine("(APIServer pid=1) INFO 01-02 03:04:05 [utils.py:326] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'max_model_len': 4096}");
+  const nd = classifyLine(
+    "(APIServer pid=1) INFO 01-02 03:04:05 [utils.py:326] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'max_model_len': 4096}",
+  );
   assert.deepEqual(nd.startup, { key: 'model', value: 'Qwen/Qwen3-8B' });
   const pre = classifyLine(
     'WARNING 04-29 10:03:00 [scheduler.py:1754] Sequence group cmpl-abc-0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=51',
@@ -153,20 +212,34 @@ test('the other message variants: fallback texts, E+ fields, aggregated engines,
 });
 
 test('ANSI-coloured process prefixes, CRLF endings, older worker prefixes and fractional seconds', () => {
-  const c = classifyLine('\x1b[1;36m(EngineCore_DP0 pid=4711)\x1b[0;0m INFO 10-03 12:00:00 [gpu_worker.py:298] Available KV cache memory: 55.13 GiB\r');
+  const c = classifyLine(
+    '\x1b[1;36m(EngineCore_DP0 pid=4711)\x1b[0;0m INFO 10-03 12:00:00 [gpu_worker.py:298] Available KV cache memory: 55.13 GiB\r',
+  );
   assert.equal(c.process, 'EngineCore_DP0');
   assert.equal(c.startup?.value, 55.13);
-  const w = classifyLine('\x1b[1;36m(VllmWorker rank=1 pid=99)\x1b[0;0m INFO 10-03 12:00:00 [kv_cache_utils.py:833] GPU KV cache size: 410,240 tokens');
+  const w = classifyLine(
+    '\x1b[1;36m(VllmWorker rank=1 pid=99)\x1b[0;0m INFO 10-03 12:00:00 [kv_cache_utils.py:833] GPU KV cache size: 410,240 tokens',
+  );
   assert.equal(w.process, 'VllmWorker rank=1');
   assert.equal(w.startup?.value, 410240);
-  const a = classifyLine('\x1b[1;36m(APIServer pid=4650)\x1b[0;0m INFO:     127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200 OK');
+  const a = classifyLine(
+    '\x1b[1;36m(APIServer pid=4650)\x1b[0;0m INFO:     127.0.0.1:1 - "POST /v1/completions HTTP/1.1" 200 OK',
+  );
   assert.equal(a.access?.path, '/v1/completions');
   const frac = classifyLine('INFO 10-03 12:00:00.123 [x.py:1] Available KV cache memory: 1.00 GiB');
   assert.equal(frac.startup?.value, 1);
 });
 
 test('unknown lines are counted, with samples and line numbers, never fatal', () => {
-  const f = auditText(['Traceback (most recent call last):', EX.availableKv, 'Loading safetensors checkpoint shards:  40% Completed | 2/5', '', 'INFO 07-25 10:01:31 [x.py:1] Something we do not use'].join('\n'));
+  const f = auditText(
+    [
+      'Traceback (most recent call last):',
+      EX.availableKv,
+      'Loading safetensors checkpoint shards:  40% Completed | 2/5',
+      '',
+      'INFO 07-25 10:01:31 [x.py:1] Something we do not use',
+    ].join('\n'),
+  );
   assert.equal(f.lines, 5);
   assert.equal(f.unknown_lines, 2);
   assert.equal(f.blank_lines, 1);
@@ -219,7 +292,8 @@ test('a fallback after a selection wins: it is what ran', () => {
 });
 
 test('V0: the separate prefix-cache line joins its window; preemption warnings count into the next window', () => {
-  const pre = 'WARNING 04-29 10:00:07 [scheduler.py:1754] Sequence group 7 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_preemption=1';
+  const pre =
+    'WARNING 04-29 10:00:07 [scheduler.py:1754] Sequence group 7 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. total_num_cumulative_preemption=1';
   const next = EX.statsV0.replace('10:00:05', '10:00:10');
   const f = auditText([EX.statsV0, EX.prefixV0, pre, next].join('\n'));
   assert.equal(f.format, 'v0');
@@ -255,7 +329,8 @@ test('timestamps have no year: midnight and new year roll forward monotonically'
   // Lines of two processes interleaving a second out of order never step back.
   assert.equal(c.seconds(1, 1, 9, '01-01 00:00:09'), 20);
   assert.equal(c.seconds(1, 2, 10, '01-02 00:00:10'), 20 + 86400);
-  const stats = (stamp: string) => `INFO ${stamp} [loggers.py:1] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 5.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%`;
+  const stats = (stamp: string) =>
+    `INFO ${stamp} [loggers.py:1] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 5.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%`;
   const f = auditText([stats('12-31 23:59:55'), stats('01-01 00:00:05')].join('\n'));
   assert.deepEqual([f.windows.get(0).t, f.windows.get(1).t], [0, 10]);
   assert.equal(f.windows.get(1).stamp, '01-01 00:00:05');
@@ -268,7 +343,11 @@ test('timestamps have no year: midnight and new year roll forward monotonically'
 test('streaming a file: small reads split lines anywhere (UTF-8 included) and give the same facts', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-audit-'));
   try {
-    const lines = [...Object.values(EX), 'INFO 07-25 10:03:00 [x.py:1] naïve ünïcode line ✓', EX.statsEngine.replace('10:02:20', '10:02:30')];
+    const lines = [
+      ...Object.values(EX),
+      'INFO 07-25 10:03:00 [x.py:1] naïve ünïcode line ✓',
+      EX.statsEngine.replace('10:02:20', '10:02:30'),
+    ];
     const p = path.join(dir, 'v.log');
     fs.writeFileSync(p, lines.join('\r\n')); // CRLF and no final newline
     const small = await auditFile(p, { chunkBytes: 7 });

@@ -14,7 +14,7 @@ import { runSweepHere } from '../../src/core/bench/sweep';
 import { kvPool } from '../../src/core/physics/kvPool';
 import { defaultSimSetup, startSimServer } from '../../src/core/sim/server';
 
-test('the simulated endpoint\'s log of a three-point sweep audits into three segments', async () => {
+test("the simulated endpoint's log of a three-point sweep audits into three segments", async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-audit-sim-'));
   const log = path.join(dir, 'sim-vllm.log');
   const setup = defaultSimSetup();
@@ -45,14 +45,22 @@ test('the simulated endpoint\'s log of a three-point sweep audits into three seg
     const segs = timeline.segments;
     assert.equal(facts.unknown_lines, 0);
     assert.equal(facts.pool_tokens?.value, kvPool(setup).pool_tokens);
-    assert.ok(findings.some((f) => f.code === 'audit-kv-pool-matches'), findings.map((f) => f.code).join(', '));
+    assert.ok(
+      findings.some((f) => f.code === 'audit-kv-pool-matches'),
+      findings.map((f) => f.code).join(', '),
+    );
     assert.equal(segs.length, 3, JSON.stringify(segs.map((s) => [s.windows, s.load, s.peak_running, s.starts_after])));
     // Each segment reaches its point's concurrency; the tick at a transition may catch the next
     // point ramping in, so a peak may read above c, never at the next point's level.
-    segs.forEach((s, k) => assert.ok(s.peak_running >= concurrency[k] && s.peak_running < 2 * concurrency[k], JSON.stringify(segs.map((x) => [x.windows, x.load, x.peak_running]))));
+    segs.forEach((s, k) =>
+      assert.ok(
+        s.peak_running >= concurrency[k] && s.peak_running < 2 * concurrency[k],
+        JSON.stringify(segs.map((x) => [x.windows, x.load, x.peak_running])),
+      ),
+    );
     const cont = findings.filter((f) => f.code === 'audit-prefix-cache-contamination');
     assert.ok(!cont.some((f) => /segment 1 /.test(f.message)), cont.map((f) => f.message).join('\n'));
-    assert.ok(cont.length >= 1, 'a fixed seed reuses the first point\'s prompts later');
+    assert.ok(cont.length >= 1, "a fixed seed reuses the first point's prompts later");
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

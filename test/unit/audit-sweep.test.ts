@@ -43,8 +43,13 @@ class LogWriter {
     this.raw(`${proc}INFO ${this.stamp()} [${file}] ${msg}`);
   }
   startup() {
-    this.raw('\x1b[1;36m(APIServer pid=4650)\x1b[0;0m INFO 07-25 10:00:00 [api_server.py:1805] vLLM API server version 0.10.0');
-    this.info('core.py:71', "Initializing a V1 LLM engine (v0.10.0) with config: model='Qwen/Qwen3-8B', speculative_config=None, tokenizer='Qwen/Qwen3-8B'");
+    this.raw(
+      '\x1b[1;36m(APIServer pid=4650)\x1b[0;0m INFO 07-25 10:00:00 [api_server.py:1805] vLLM API server version 0.10.0',
+    );
+    this.info(
+      'core.py:71',
+      "Initializing a V1 LLM engine (v0.10.0) with config: model='Qwen/Qwen3-8B', speculative_config=None, tokenizer='Qwen/Qwen3-8B'",
+    );
     this.raw('Loading safetensors checkpoint shards: 100% Completed | 5/5 [00:03<00:00,  1.28it/s]');
     this.t += 7;
     this.info('default_loader.py:262', 'Loading weights took 3.91 seconds');
@@ -65,7 +70,10 @@ class LogWriter {
   }
   window(w: Win) {
     this.t += 10;
-    for (let k = 0; k < (w.requests ?? 2); k++) this.raw(`\x1b[1;36m(APIServer pid=4650)\x1b[0;0m INFO:     127.0.0.1:${50000 + this.lines.length} - "POST /v1/completions HTTP/1.1" 200 OK`);
+    for (let k = 0; k < (w.requests ?? 2); k++)
+      this.raw(
+        `\x1b[1;36m(APIServer pid=4650)\x1b[0;0m INFO:     127.0.0.1:${50000 + this.lines.length} - "POST /v1/completions HTTP/1.1" 200 OK`,
+      );
     this.info(
       'loggers.py:122',
       `Engine 000: Avg prompt throughput: ${w.prompt.toFixed(1)} tokens/s, Avg generation throughput: ${w.gen.toFixed(1)} tokens/s, Running: ${w.running} reqs, Waiting: ${w.waiting ?? 0} reqs, GPU KV cache usage: ${w.kv.toFixed(1)}%, Prefix cache hit rate: ${w.hit.toFixed(1)}%`,
@@ -78,8 +86,23 @@ class LogWriter {
 /** Point windows: a ramp window (prefill burst), steady windows, a draining tail. */
 function steadyPoint(wr: LogWriter, c: number, gen: number, n: number, hit: (k: number) => number, kv: number) {
   wr.window({ prompt: gen * 3, gen: gen * 0.35, running: c, kv: kv * 0.5, hit: hit(0), requests: 0 });
-  for (let k = 1; k < n - 1; k++) wr.window({ prompt: gen * (0.95 + 0.1 * ((k * 7) % 3) / 2), gen: gen * (0.97 + 0.03 * (k % 3)), running: c, kv, hit: hit(k), requests: c / 2 });
-  wr.window({ prompt: 0, gen: gen * 0.4, running: Math.max(1, Math.round(c / 4)), kv: kv * 0.3, hit: hit(n - 1), requests: c / 2 });
+  for (let k = 1; k < n - 1; k++)
+    wr.window({
+      prompt: gen * (0.95 + (0.1 * ((k * 7) % 3)) / 2),
+      gen: gen * (0.97 + 0.03 * (k % 3)),
+      running: c,
+      kv,
+      hit: hit(k),
+      requests: c / 2,
+    });
+  wr.window({
+    prompt: 0,
+    gen: gen * 0.4,
+    running: Math.max(1, Math.round(c / 4)),
+    kv: kv * 0.3,
+    hit: hit(n - 1),
+    requests: c / 2,
+  });
 }
 
 interface Sweep {
@@ -116,7 +139,8 @@ function sweepLog(): Sweep {
   mark(() => {
     const hit = (k: number) => 59 - 3 * k;
     for (let k = 0; k < 12; k++) {
-      if (k % 2 === 0) wr.window({ prompt: 10800 - 40 * k, gen: 700 + 60 * k, running: 128, kv: 45, hit: hit(k), requests: 20 });
+      if (k % 2 === 0)
+        wr.window({ prompt: 10800 - 40 * k, gen: 700 + 60 * k, running: 128, kv: 45, hit: hit(k), requests: 20 });
       else wr.window({ prompt: 300 + 10 * k, gen: 4000 + 45 * k, running: 128, kv: 48, hit: hit(k), requests: 20 });
     }
   });
@@ -159,12 +183,19 @@ test('segments match the sweep points, split by idle gaps and by the load change
   assert.equal(s3.hit_last_pct, 59);
   // Point 1 logged one access line in each window after its ramp: 8 steady + the tail.
   assert.equal(timeline.segments[0].requests, 9);
-  assert.equal(facts.access.requests, facts.windows.toArray().reduce((a, w) => a + w.requests, 0));
+  assert.equal(
+    facts.access.requests,
+    facts.windows.toArray().reduce((a, w) => a + w.requests, 0),
+  );
 });
 
 test('findings: KV pool matches the prediction; contamination only in point 3; interference only in point 4', async () => {
   const nb = createNotebookContext(dir);
-  const setup = await runCell('setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nweights: bf16\nkv_cache: bf16', 0, nb);
+  const setup = await runCell(
+    'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nweights: bf16\nkv_cache: bf16',
+    0,
+    nb,
+  );
   assert.ok(setup.ok, JSON.stringify(setup.error));
   const r = await runCell('audit: logs/day4-vllm.log', 1, nb);
   assert.ok(r.ok, JSON.stringify(r.error));
@@ -182,8 +213,16 @@ test('findings: KV pool matches the prediction; contamination only in point 3; i
   assert.match(cont[0].message, /segment 3/);
   assert.match(cont[0].message, /from 0\.9% before it to a peak of 59\.0%/);
   assert.match(cont[0].message, /rising in 9 of 12 windows/);
-  assert.match(cont[0].message, new RegExp(`lines ${SWEEP.windowLines[SWEEP.windowLines.indexOf(SWEEP.points[2].first) + 2]}, `), 'cites the first window past the threshold');
-  assert.ok(cont[0].related && cont[0].related.length > 0 && /^line \d+: prefix cache hit rate/.test(cont[0].related[0].message));
+  assert.match(
+    cont[0].message,
+    new RegExp(`lines ${SWEEP.windowLines[SWEEP.windowLines.indexOf(SWEEP.points[2].first) + 2]}, `),
+    'cites the first window past the threshold',
+  );
+  assert.ok(
+    cont[0].related &&
+      cont[0].related.length > 0 &&
+      /^line \d+: prefix cache hit rate/.test(cont[0].related[0].message),
+  );
 
   const inter = by('audit-prefill-decode-interference');
   assert.equal(inter.length, 1, inter.map((f) => f.message).join('\n'));
@@ -199,7 +238,14 @@ test('findings: KV pool matches the prediction; contamination only in point 3; i
   assert.ok(v.heartbeat.log_mean_gen_tok_s < 0.9 * v.heartbeat.busy_mean_gen_tok_s, JSON.stringify(v.heartbeat));
 
   assert.equal(by('audit-sampler-selected').length, 1);
-  for (const none of ['audit-sampler-fallback', 'audit-preemptions', 'audit-kv-cache-full', 'audit-no-stats', 'audit-unknown-lines']) assert.equal(by(none).length, 0, none);
+  for (const none of [
+    'audit-sampler-fallback',
+    'audit-preemptions',
+    'audit-kv-cache-full',
+    'audit-no-stats',
+    'audit-unknown-lines',
+  ])
+    assert.equal(by(none).length, 0, none);
 
   // Values later cells can use.
   assert.equal(v.pool_tokens, 410240);
@@ -255,7 +301,10 @@ test('a glob reads rotated logs oldest first as one timeline, citing file:line',
   fs.utimesSync(older, past, past);
   const r = await runAudit('logs/rot.log*', dir, { plot: false });
   assert.equal(r.input.kind, 'files');
-  assert.deepEqual((r.input as any).paths.map((p: string) => path.basename(p)), ['rot.log.1', 'rot.log']);
+  assert.deepEqual(
+    (r.input as any).paths.map((p: string) => path.basename(p)),
+    ['rot.log.1', 'rot.log'],
+  );
   assert.equal((r.values as any).segments.length, 4);
   const cont = r.findings.find((f) => f.code === 'audit-prefix-cache-contamination')!;
   assert.match(cont.message, /rot\.log:\d+/);

@@ -21,7 +21,15 @@ import { fromColumnar } from '../../src/core/bench/records';
 import type { PointResult, SweepOptions } from '../../src/core/bench/sweep';
 import { startScriptedServer, type ScriptedServer } from '../support/scriptedServer';
 
-const base = (s: ScriptedServer, o: Partial<SweepOptions> = {}): SweepOptions => ({ endpoint: s.url, vocab: 151936, input: 64, output: 16, concurrency: [1], requests: 8, ...o });
+const base = (s: ScriptedServer, o: Partial<SweepOptions> = {}): SweepOptions => ({
+  endpoint: s.url,
+  vocab: 151936,
+  input: 64,
+  output: 16,
+  concurrency: [1],
+  requests: 8,
+  ...o,
+});
 
 /** Client-vs-server timing errors, matched per request by X-Request-Id. */
 function errors(s: ScriptedServer, p: PointResult, runId: string) {
@@ -58,15 +66,23 @@ test('measured TTFT and ITL match the server’s own record; Little’s law clos
       const p99 = percentile(e.ttftErr, 99);
       const itlC = percentile(e.itlClient, 50);
       const itlS = percentile(e.itlServer, 50);
-      t.diagnostic(`c=${p.concurrency}: TTFT error median ${med.toFixed(3)} ms p99 ${p99.toFixed(3)} ms; ITL median client ${itlC.toFixed(3)} vs server ${itlS.toFixed(3)} ms; Little ${p.metrics.little.predicted_in_flight.toFixed(3)} vs ${p.observedInFlight.toFixed(3)}; loop lag p99 ${p.loopLag.p99_ms.toFixed(2)} ms`);
+      t.diagnostic(
+        `c=${p.concurrency}: TTFT error median ${med.toFixed(3)} ms p99 ${p99.toFixed(3)} ms; ITL median client ${itlC.toFixed(3)} vs server ${itlS.toFixed(3)} ms; Little ${p.metrics.little.predicted_in_flight.toFixed(3)} vs ${p.observedInFlight.toFixed(3)}; loop lag p99 ${p.loopLag.p99_ms.toFixed(2)} ms`,
+      );
       // The client reports its own event-loop lag as the error bar of its latencies; on a busy
       // machine that bar can exceed 5 ms, and the claim under test is that the error stays inside it.
       const bound = Math.max(5, p.loopLag.p99_ms);
       assert.ok(med >= -0.5 && med <= bound, `median TTFT error ${med} ms (bound ${bound} ms)`);
       assert.ok(Math.abs(itlC - itlS) / itlS <= 0.1, `ITL median ${itlC} vs ${itlS}`);
       // Nominal timings, loosely (the server's timers slip too).
-      assert.ok(p.metrics.ttft_ms.median >= 49 && p.metrics.ttft_ms.median < 80, `TTFT median ${p.metrics.ttft_ms.median}`);
-      assert.ok(Math.abs(p.metrics.little.error!) < 0.05, `Little's law: λW ${p.metrics.little.predicted_in_flight} vs L ${p.observedInFlight}`);
+      assert.ok(
+        p.metrics.ttft_ms.median >= 49 && p.metrics.ttft_ms.median < 80,
+        `TTFT median ${p.metrics.ttft_ms.median}`,
+      );
+      assert.ok(
+        Math.abs(p.metrics.little.error!) < 0.05,
+        `Little's law: λW ${p.metrics.little.predicted_in_flight} vs L ${p.observedInFlight}`,
+      );
       assert.ok(Math.abs(p.observedInFlight - p.concurrency!) / p.concurrency! < 0.1);
     }
     // TPOT of a request with n chunks at 10 ms: (E2E − TTFT)/(n − 1) ≈ 10 ms.
@@ -111,11 +127,19 @@ test('per-point seeds give disjoint prompt sets; a fixed seed repeats them', asy
       }
       return set;
     };
-    await runSweep(base(s, { concurrency: [1, 2, 4], requests: 6, output: 2, runId: 'pp', seed: { mode: 'per-point', base: 1 } }), { worker: 'off' });
+    await runSweep(
+      base(s, { concurrency: [1, 2, 4], requests: 6, output: 2, runId: 'pp', seed: { mode: 'per-point', base: 1 } }),
+      { worker: 'off' },
+    );
     const sets = [0, 1, 2].map((i) => blocks(i, 'pp'));
     assert.equal(sets[0].size, 6 * 4);
-    for (let i = 0; i < 3; i++) for (let j = i + 1; j < 3; j++) assert.equal([...sets[i]].filter((b) => sets[j].has(b)).length, 0, `points ${i} and ${j} share a prompt block`);
-    await runSweep(base(s, { concurrency: [1, 2], requests: 6, output: 2, runId: 'fx', seed: { mode: 'fixed', value: 9 } }), { worker: 'off' });
+    for (let i = 0; i < 3; i++)
+      for (let j = i + 1; j < 3; j++)
+        assert.equal([...sets[i]].filter((b) => sets[j].has(b)).length, 0, `points ${i} and ${j} share a prompt block`);
+    await runSweep(
+      base(s, { concurrency: [1, 2], requests: 6, output: 2, runId: 'fx', seed: { mode: 'fixed', value: 9 } }),
+      { worker: 'off' },
+    );
     assert.deepEqual([...blocks(0, 'fx')].sort(), [...blocks(1, 'fx')].sort());
   } finally {
     await s.close();
@@ -125,7 +149,10 @@ test('per-point seeds give disjoint prompt sets; a fixed seed repeats them', asy
 test('open loop: latencies from the scheduled time, dispatch lag reported, rate close to the asked one', async () => {
   const s = await startScriptedServer({ ttftMs: 20, itlMs: 2 });
   try {
-    const r = await runSweep(base(s, { concurrency: undefined, rate: [40], requests: 40, output: 4, seed: { mode: 'per-point', base: 3 } }), { worker: 'off' });
+    const r = await runSweep(
+      base(s, { concurrency: undefined, rate: [40], requests: 40, output: 4, seed: { mode: 'per-point', base: 3 } }),
+      { worker: 'off' },
+    );
     const p = r.points[0];
     assert.equal(p.mode, 'open');
     assert.equal(p.metrics.completed, 40);

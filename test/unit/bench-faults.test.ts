@@ -29,16 +29,78 @@ const opts = (endpoint: string, o: Partial<SweepOptions> = {}): SweepOptions => 
   ...o,
 });
 
-const CASES: { name: string; fault: Fault; kind: string | undefined; ok: boolean; status?: number; message?: RegExp }[] = [
-  { name: 'reset mid-stream', fault: { kind: 'reset', afterChunks: 2 }, kind: 'reset', ok: false, message: /after 2 chunks/ },
-  { name: 'HTTP 429 with a body', fault: { kind: 'status', status: 429, body: '{"error":{"message":"Too many requests, slow down"}}' }, kind: 'rate-limited', ok: false, status: 429, message: /HTTP 429: .*slow down/ },
-  { name: 'HTTP 500 with a body', fault: { kind: 'status', status: 500, body: 'Internal Server Error: CUDA error' }, kind: 'server-error', ok: false, status: 500, message: /CUDA error/ },
-  { name: 'HTTP 503 with a body', fault: { kind: 'status', status: 503, body: '{"error":"engine overloaded"}' }, kind: 'server-error', ok: false, status: 503, message: /overloaded/ },
-  { name: 'stall (no bytes) → per-request timeout', fault: { kind: 'stall', afterChunks: 1, ms: 5000 }, kind: 'timeout', ok: false },
-  { name: 'malformed SSE', fault: { kind: 'malformed-sse', afterChunks: 1 }, kind: 'malformed-sse', ok: false, message: /not an SSE line/ },
-  { name: 'malformed JSON in a chunk', fault: { kind: 'malformed-json', afterChunks: 2 }, kind: 'malformed-json', ok: false, message: /not JSON/ },
-  { name: 'an error object in the stream', fault: { kind: 'stream-error', afterChunks: 1 }, kind: 'api-error', ok: false, message: /engine died/ },
-  { name: 'stream closed early (no usage, no [DONE])', fault: { kind: 'close-early', afterChunks: 3 }, kind: 'truncated', ok: false },
+const CASES: {
+  name: string;
+  fault: Fault;
+  kind: string | undefined;
+  ok: boolean;
+  status?: number;
+  message?: RegExp;
+}[] = [
+  {
+    name: 'reset mid-stream',
+    fault: { kind: 'reset', afterChunks: 2 },
+    kind: 'reset',
+    ok: false,
+    message: /after 2 chunks/,
+  },
+  {
+    name: 'HTTP 429 with a body',
+    fault: { kind: 'status', status: 429, body: '{"error":{"message":"Too many requests, slow down"}}' },
+    kind: 'rate-limited',
+    ok: false,
+    status: 429,
+    message: /HTTP 429: .*slow down/,
+  },
+  {
+    name: 'HTTP 500 with a body',
+    fault: { kind: 'status', status: 500, body: 'Internal Server Error: CUDA error' },
+    kind: 'server-error',
+    ok: false,
+    status: 500,
+    message: /CUDA error/,
+  },
+  {
+    name: 'HTTP 503 with a body',
+    fault: { kind: 'status', status: 503, body: '{"error":"engine overloaded"}' },
+    kind: 'server-error',
+    ok: false,
+    status: 503,
+    message: /overloaded/,
+  },
+  {
+    name: 'stall (no bytes) → per-request timeout',
+    fault: { kind: 'stall', afterChunks: 1, ms: 5000 },
+    kind: 'timeout',
+    ok: false,
+  },
+  {
+    name: 'malformed SSE',
+    fault: { kind: 'malformed-sse', afterChunks: 1 },
+    kind: 'malformed-sse',
+    ok: false,
+    message: /not an SSE line/,
+  },
+  {
+    name: 'malformed JSON in a chunk',
+    fault: { kind: 'malformed-json', afterChunks: 2 },
+    kind: 'malformed-json',
+    ok: false,
+    message: /not JSON/,
+  },
+  {
+    name: 'an error object in the stream',
+    fault: { kind: 'stream-error', afterChunks: 1 },
+    kind: 'api-error',
+    ok: false,
+    message: /engine died/,
+  },
+  {
+    name: 'stream closed early (no usage, no [DONE])',
+    fault: { kind: 'close-early', afterChunks: 3 },
+    kind: 'truncated',
+    ok: false,
+  },
   { name: 'missing usage', fault: { kind: 'no-usage' }, kind: 'missing-usage', ok: true },
   { name: 'never sends [DONE]', fault: { kind: 'no-done' }, kind: 'no-done', ok: true },
   { name: 'a trickle of one byte at a time', fault: { kind: 'trickle' }, kind: undefined, ok: true },
@@ -71,7 +133,9 @@ for (const c of CASES) {
 
 test('fault: connection refused, and the failure policy stops the sweep', async () => {
   const port = await closedPort();
-  const r = await runSweep(opts(`http://127.0.0.1:${port}`, { concurrency: [1, 2, 4], stopAbove: 0.5 }), { worker: 'off' });
+  const r = await runSweep(opts(`http://127.0.0.1:${port}`, { concurrency: [1, 2, 4], stopAbove: 0.5 }), {
+    worker: 'off',
+  });
   assert.equal(r.points.length, 1);
   assert.deepEqual(r.points[0].metrics.errors, { connect: 2 });
   assert.equal(r.stopped?.reason, 'failure-policy');
@@ -84,7 +148,11 @@ test('fault: connection refused, and the failure policy stops the sweep', async 
 });
 
 test('a point reports its failure share when only some requests fail', async () => {
-  const s = await startScriptedServer({ ttftMs: 3, itlMs: 1, fault: ({ index }) => (index % 4 === 1 ? { kind: 'status', status: 503, body: 'busy' } : undefined) });
+  const s = await startScriptedServer({
+    ttftMs: 3,
+    itlMs: 1,
+    fault: ({ index }) => (index % 4 === 1 ? { kind: 'status', status: 503, body: 'busy' } : undefined),
+  });
   try {
     const r = await runSweep(opts(s.url, { requests: 8, concurrency: [1, 2], stopAbove: 0.5 }), { worker: 'off' });
     assert.equal(r.points.length, 2);
@@ -100,8 +168,17 @@ test('a point reports its failure share when only some requests fail', async () 
 const KEY = 'sk-inflab-PLANTED-7f3a9c1e5b2d4f6a8c0e';
 
 test('a planted API key appears nowhere: records, errors, outputs, values, findings, notebook, CLI output and JSON', async () => {
-  const faults: Fault[] = [{ kind: 'echo-headers', status: 502 }, { kind: 'reset', afterChunks: 1 }, { kind: 'status', status: 401, body: `{"error":"bad key Bearer ${KEY}"}` }];
-  const s = await startScriptedServer({ ttftMs: 3, itlMs: 1, metrics: 'current', fault: ({ index }) => faults[index % 4] });
+  const faults: Fault[] = [
+    { kind: 'echo-headers', status: 502 },
+    { kind: 'reset', afterChunks: 1 },
+    { kind: 'status', status: 401, body: `{"error":"bad key Bearer ${KEY}"}` },
+  ];
+  const s = await startScriptedServer({
+    ttftMs: 3,
+    itlMs: 1,
+    metrics: 'current',
+    fault: ({ index }) => faults[index % 4],
+  });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-key-'));
   const written: string[] = [];
   try {
@@ -111,7 +188,8 @@ test('a planted API key appears nowhere: records, errors, outputs, values, findi
       `bench: sweep\ninput: 16\noutput: 4\nconcurrency: [1, 2]\nrequests: 8\non_failure: continue`,
     ];
     const results: CellResult[] = [];
-    for (let i = 0; i < cells.length; i++) results.push(await runCell(cells[i], i, nb, { onProgress: (u) => written.push(JSON.stringify(u)) }));
+    for (let i = 0; i < cells.length; i++)
+      results.push(await runCell(cells[i], i, nb, { onProgress: (u) => written.push(JSON.stringify(u)) }));
     assert.ok(results[1].ok, results[1].error?.message);
     // The key was used (the server saw Authorization) and failures were recorded with their bodies.
     assert.ok(s.requests.every((q) => q.hadAuthorization));
@@ -119,7 +197,14 @@ test('a planted API key appears nowhere: records, errors, outputs, values, findi
     assert.ok(values.points[0].errors['bad-request'] >= 1 || values.points[1].errors['bad-request'] >= 1);
     assert.ok(values.points.some((p: any) => p.errors['server-error'] >= 1));
     written.push(JSON.stringify(results));
-    const text = serializeNotebook({ cells: cells.map((source, i) => ({ kind: 'code', language: 'inflab', source, outputs: results[i].outputs.map((o) => ({ items: o.items })) })) });
+    const text = serializeNotebook({
+      cells: cells.map((source, i) => ({
+        kind: 'code',
+        language: 'inflab',
+        source,
+        outputs: results[i].outputs.map((o) => ({ items: o.items })),
+      })),
+    });
     written.push(text);
     assert.match(text, /\[redacted\]/);
     // The CLI, with the key in the environment.
@@ -133,7 +218,22 @@ test('a planted API key appears nowhere: records, errors, outputs, values, findi
     (process.stderr as any).write = (chunk: unknown) => (logged.push(String(chunk)), true);
     let code: number;
     try {
-      code = await benchCommand(['--endpoint', s.url, '--input', '16', '--output', '4', '--concurrency', '1,2', '--requests', '4', '--json', jsonFile, '--stop-above', '100%']);
+      code = await benchCommand([
+        '--endpoint',
+        s.url,
+        '--input',
+        '16',
+        '--output',
+        '4',
+        '--concurrency',
+        '1,2',
+        '--requests',
+        '4',
+        '--json',
+        jsonFile,
+        '--stop-above',
+        '100%',
+      ]);
     } finally {
       console.log = log;
       (process.stderr as any).write = errw;

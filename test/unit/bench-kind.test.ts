@@ -10,7 +10,8 @@ import { MIME } from '../../src/core/engine/outputs';
 import type { CellResult, Services } from '../../src/core/engine/types';
 import { startScriptedServer } from '../support/scriptedServer';
 
-const plain = (r: CellResult) => r.outputs.map((o) => String(o.items.find((i) => i.mime === MIME.plain)?.data ?? '')).join('\n');
+const plain = (r: CellResult) =>
+  r.outputs.map((o) => String(o.items.find((i) => i.mime === MIME.plain)?.data ?? '')).join('\n');
 const setupCell = (endpoint: string) => `setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${endpoint}`;
 
 test('a sweep cell grows its outputs point by point and ends with table, plots, records and vLLM names', async () => {
@@ -20,11 +21,16 @@ test('a sweep cell grows its outputs point by point and ends with table, plots, 
     await runCell(setupCell(s.url), 0, nb);
     await runCell('predict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 2, 4]', 1, nb);
     const grown: string[] = [];
-    const r = await runCell('bench: sweep\ninput: 64\noutput: 8\nconcurrency: [1, 2, 4]\nrequests: 8\nslo: {ttft_p99: 500 ms, tpot_p99: 50 ms}', 2, nb, {
-      onProgress: (u) => {
-        if (u.outputs) grown.push(String(u.outputs[0].items.find((i) => i.mime === MIME.plain)!.data));
+    const r = await runCell(
+      'bench: sweep\ninput: 64\noutput: 8\nconcurrency: [1, 2, 4]\nrequests: 8\nslo: {ttft_p99: 500 ms, tpot_p99: 50 ms}',
+      2,
+      nb,
+      {
+        onProgress: (u) => {
+          if (u.outputs) grown.push(String(u.outputs[0].items.find((i) => i.mime === MIME.plain)!.data));
+        },
       },
-    });
+    );
     assert.ok(r.ok, r.error?.message);
     assert.equal(grown.length, 3);
     grown.forEach((g, i) => assert.match(g, new RegExp(`\\(${i + 1}/3 points\\)`)));
@@ -51,7 +57,17 @@ test('a sweep cell grows its outputs point by point and ends with table, plots, 
     assert.ok(v.points[0].goodput > 0);
     assert.equal(v.points[0].server.prefix_hit_rate, 0);
     assert.equal(v.vllm[1].max_concurrency, 2);
-    for (const k of ['mean_ttft_ms', 'median_ttft_ms', 'p99_itl_ms', 'output_throughput', 'request_throughput', 'total_token_throughput', 'completed', 'duration']) assert.ok(k in v.vllm[0], k);
+    for (const k of [
+      'mean_ttft_ms',
+      'median_ttft_ms',
+      'p99_itl_ms',
+      'output_throughput',
+      'request_throughput',
+      'total_token_throughput',
+      'completed',
+      'duration',
+    ])
+      assert.ok(k in v.vllm[0], k);
     assert.ok(!r.findings.some((f) => f.code === 'prefix-cache-contaminated'));
   } finally {
     await s.close();
@@ -74,9 +90,18 @@ test('the fixed-seed trap: warned as written, then shown by the /metrics hit rat
     const v = r.values as any;
     assert.equal(v.points[0].server.prefix_hit_rate, 0);
     assert.ok(v.points[1].server.prefix_hit_rate > 0.9 && v.points[2].server.prefix_hit_rate > 0.9);
-    assert.deepEqual(v.points.map((p: any) => p.contaminated), [false, true, true]);
+    assert.deepEqual(
+      v.points.map((p: any) => p.contaminated),
+      [false, true, true],
+    );
     const marks = r.findings.filter((f) => f.code === 'prefix-cache-contaminated');
-    assert.deepEqual(marks.map((f) => f.path), [['concurrency', 1], ['concurrency', 2]]);
+    assert.deepEqual(
+      marks.map((f) => f.path),
+      [
+        ['concurrency', 1],
+        ['concurrency', 2],
+      ],
+    );
     assert.match(plain(r), /⚠/);
   } finally {
     await s.close();
@@ -95,14 +120,23 @@ test('the fixed-seed trap against the simulated endpoint with prefix caching on'
   try {
     const nb = createNotebookContext('.', services);
     await runCell('setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: sim\nprefix_caching: true', 0, nb);
-    const fixed = await runCell('bench: sweep\ninput: 1000\noutput: 8\nconcurrency: [1, 2]\nrequests: 4\nseed: 7', 1, nb);
+    const fixed = await runCell(
+      'bench: sweep\ninput: 1000\noutput: 8\nconcurrency: [1, 2]\nrequests: 4\nseed: 7',
+      1,
+      nb,
+    );
     assert.ok(fixed.ok, fixed.error?.message);
     const v = fixed.values as any;
     assert.ok(v.server_metrics, 'the simulator serves /metrics');
     assert.ok(v.points[0].server.prefix_hit_rate < 0.1, `point 0 hit rate ${v.points[0].server.prefix_hit_rate}`);
     assert.ok(v.points[1].server.prefix_hit_rate > 0.9, `point 1 hit rate ${v.points[1].server.prefix_hit_rate}`);
-    assert.deepEqual(v.points.map((p: any) => p.contaminated), [false, true]);
-    assert.ok(fixed.findings.some((f) => f.code === 'prefix-cache-contaminated' && f.path.join('.') === 'concurrency.1'));
+    assert.deepEqual(
+      v.points.map((p: any) => p.contaminated),
+      [false, true],
+    );
+    assert.ok(
+      fixed.findings.some((f) => f.code === 'prefix-cache-contaminated' && f.path.join('.') === 'concurrency.1'),
+    );
     // Per-point seeds on the same server: clean.
     const clean = await runCell('bench: sweep\ninput: 1000\noutput: 4\nconcurrency: [1, 2]\nrequests: 2', 2, nb);
     const cv = clean.values as any;
@@ -136,9 +170,18 @@ test('cancel keeps the finished points in the cell’s outputs', async () => {
 test('schema messages say what to write', () => {
   const [, a] = analyzeCells([setupCell('http://127.0.0.1:9'), 'bench: sweep\ninput: 100\noutput: 100'], '.');
   assert.match(a.map((f) => f.message).join('\n'), /concurrency: \[1, 2, 4, 8\]/);
-  const [, b] = analyzeCells([setupCell('http://127.0.0.1:9'), 'bench: sweep\ninput: 100\noutput: 100\nrate: [1, 2]\nconcurrency: [1, 2]'], '.');
+  const [, b] = analyzeCells(
+    [setupCell('http://127.0.0.1:9'), 'bench: sweep\ninput: 100\noutput: 100\nrate: [1, 2]\nconcurrency: [1, 2]'],
+    '.',
+  );
   assert.match(b.map((f) => f.message).join('\n'), /one cap on requests in flight/);
-  const [, c] = analyzeCells([setupCell('http://127.0.0.1:9'), 'bench: sweep\ninput: 100\noutput: 100\nconcurrency: 4\non_failure: {stop_above: 50%}\ntop_k: -1'], '.');
+  const [, c] = analyzeCells(
+    [
+      setupCell('http://127.0.0.1:9'),
+      'bench: sweep\ninput: 100\noutput: 100\nconcurrency: 4\non_failure: {stop_above: 50%}\ntop_k: -1',
+    ],
+    '.',
+  );
   assert.ok(c.some((f) => f.code === 'sampler-native-path' && f.path[0] === 'top_k'));
   assert.ok(!c.some((f) => f.severity === 'error'));
 });

@@ -6,15 +6,40 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { distribution, percentile, requestLatencies, summarizeRecords, toVllmResult, type RequestRecord } from '../../src/core/bench/metrics';
+import {
+  distribution,
+  percentile,
+  requestLatencies,
+  summarizeRecords,
+  toVllmResult,
+  type RequestRecord,
+} from '../../src/core/bench/metrics';
 import { evidence, parsePrometheusText, snapshotOf } from '../../src/core/bench/prometheus';
 import { fromColumnar, toColumnar } from '../../src/core/bench/records';
 import { interArrivals, pointSeed, promptSource } from '../../src/core/bench/prompts';
 
 const require = createRequire(import.meta.url);
-const parseIndependent: (text: string) => { name: string; type: string; metrics: { value?: string; labels?: Record<string, string>; buckets?: Record<string, string>; count?: string; sum?: string }[] }[] = require('parse-prometheus-text-format');
+const parseIndependent: (
+  text: string,
+) => {
+  name: string;
+  type: string;
+  metrics: {
+    value?: string;
+    labels?: Record<string, string>;
+    buckets?: Record<string, string>;
+    count?: string;
+    sum?: string;
+  }[];
+}[] = require('parse-prometheus-text-format');
 
-const rec = (id: number, sent: number, chunks: number[], out: number, extra: Partial<RequestRecord> = {}): RequestRecord => ({
+const rec = (
+  id: number,
+  sent: number,
+  chunks: number[],
+  out: number,
+  extra: Partial<RequestRecord> = {},
+): RequestRecord => ({
   id,
   scheduledMs: sent,
   sentMs: sent,
@@ -55,7 +80,20 @@ test('TTFT, TPOT, ITL and E2E follow the vLLM definitions', () => {
   assert.equal(m.good_requests, 1);
   assert.equal(m.slo_met, false);
   const v = toVllmResult(m);
-  for (const k of ['mean_ttft_ms', 'median_ttft_ms', 'p99_ttft_ms', 'mean_tpot_ms', 'p99_itl_ms', 'median_e2el_ms', 'output_throughput', 'request_throughput', 'total_token_throughput', 'completed', 'duration', 'request_goodput'])
+  for (const k of [
+    'mean_ttft_ms',
+    'median_ttft_ms',
+    'p99_ttft_ms',
+    'mean_tpot_ms',
+    'p99_itl_ms',
+    'median_e2el_ms',
+    'output_throughput',
+    'request_throughput',
+    'total_token_throughput',
+    'completed',
+    'duration',
+    'request_goodput',
+  ])
     assert.ok(k in v, `missing ${k}`);
   assert.equal(v.mean_ttft_ms, 75);
 });
@@ -67,7 +105,11 @@ test('open loop latencies count from the scheduled send time', () => {
 });
 
 test('failures are counted, soft errors are not failures, Little closure uses the observed in-flight', () => {
-  const rs = [rec(0, 0, [10, 20], 2), rec(1, 0, [], 0, { ok: false, errorKind: 'timeout', endMs: 30 }), rec(2, 0, [10, 20], 2, { errorKind: 'missing-usage' })];
+  const rs = [
+    rec(0, 0, [10, 20], 2),
+    rec(1, 0, [], 0, { ok: false, errorKind: 'timeout', endMs: 30 }),
+    rec(2, 0, [10, 20], 2, { errorKind: 'missing-usage' }),
+  ];
   const m = summarizeRecords(rs, { observedInFlight: 2, durationMs: 40 });
   assert.deepEqual([m.completed, m.failed], [2, 1]);
   assert.equal(Math.round(m.failure_rate * 1000) / 1000, 0.333);
@@ -93,13 +135,22 @@ test('columnar records round-trip to the microsecond', () => {
         const chunks: number[] = [];
         let t = x.sent;
         for (const g of x.gaps) chunks.push((t += g));
-        return { id: i, scheduledMs: x.sent, sentMs: x.sent, chunkMs: chunks, endMs: t + 1, ok: x.ok, ...(x.kind ? { errorKind: x.kind as any, errorMessage: 'm' } : {}) };
+        return {
+          id: i,
+          scheduledMs: x.sent,
+          sentMs: x.sent,
+          chunkMs: chunks,
+          endMs: t + 1,
+          ok: x.ok,
+          ...(x.kind ? { errorKind: x.kind as any, errorMessage: 'm' } : {}),
+        };
       });
       const back = fromColumnar(JSON.parse(JSON.stringify(toColumnar(rs))));
       assert.equal(back.length, rs.length);
       for (let i = 0; i < rs.length; i++) {
         assert.equal(back[i].chunkMs.length, rs[i].chunkMs.length);
-        for (let j = 0; j < rs[i].chunkMs.length; j++) assert.ok(Math.abs(back[i].chunkMs[j] - rs[i].chunkMs[j]) <= 0.0005 + 1e-9 * rs[i].chunkMs[j]);
+        for (let j = 0; j < rs[i].chunkMs.length; j++)
+          assert.ok(Math.abs(back[i].chunkMs[j] - rs[i].chunkMs[j]) <= 0.0005 + 1e-9 * rs[i].chunkMs[j]);
         assert.equal(back[i].errorKind, rs[i].errorKind);
       }
     }),
@@ -158,18 +209,29 @@ test('the Prometheus parser agrees with an independent parser', () => {
   const ours = parsePrometheusText(VLLM_TEXT);
   assert.equal(ours.bad, 0);
   // Compare sample by sample: (name, labels, value), in order.
-  const key = (name: string, labels: Record<string, string>, value: number) => `${name}${JSON.stringify(Object.entries(labels).sort())} ${value}`;
+  const key = (name: string, labels: Record<string, string>, value: number) =>
+    `${name}${JSON.stringify(Object.entries(labels).sort())} ${value}`;
   const num = (v: string | undefined) => (v === '+Inf' ? Infinity : v === '-Inf' ? -Infinity : Number(v));
   // The independent parser keeps only the buckets of a histogram (no labels, no _count/_sum), so
   // those are compared by bucket bound and value alone.
   const mine = ours.families
-    .flatMap((f) => f.samples.map((s) => (f.type === 'histogram' ? (s.name.endsWith('_bucket') ? key(s.name, { le: s.labels.le }, s.value) : '') : key(s.name, s.labels, s.value))))
+    .flatMap((f) =>
+      f.samples.map((s) =>
+        f.type === 'histogram'
+          ? s.name.endsWith('_bucket')
+            ? key(s.name, { le: s.labels.le }, s.value)
+            : ''
+          : key(s.name, s.labels, s.value),
+      ),
+    )
     .filter(Boolean)
     .sort();
   const theirs = parseIndependent(VLLM_TEXT)
     .flatMap((fam) =>
       fam.type === 'HISTOGRAM'
-        ? fam.metrics.flatMap((m) => Object.entries(m.buckets!).map(([le, v]) => key(`${fam.name}_bucket`, { le }, num(v))))
+        ? fam.metrics.flatMap((m) =>
+            Object.entries(m.buckets!).map(([le, v]) => key(`${fam.name}_bucket`, { le }, num(v))),
+          )
         : fam.metrics.map((m) => key(fam.name, m.labels ?? {}, num(m.value))),
     )
     .sort();
@@ -177,7 +239,10 @@ test('the Prometheus parser agrees with an independent parser', () => {
   // Types and help come from the TYPE/HELP lines; counters' _total samples fold into their family.
   const q = ours.families.find((f) => f.name === 'vllm:prefix_cache_queries')!;
   assert.equal(q.type, 'counter');
-  assert.deepEqual(q.samples.map((x) => x.name), ['vllm:prefix_cache_queries_total', 'vllm:prefix_cache_queries_created']);
+  assert.deepEqual(
+    q.samples.map((x) => x.name),
+    ['vllm:prefix_cache_queries_total', 'vllm:prefix_cache_queries_created'],
+  );
   assert.equal(ours.families.find((f) => f.name === 'weird_label')!.samples[0].labels.path, 'a"b\nc');
 });
 
@@ -189,7 +254,8 @@ test('evidence: Δ hit rate, peaks summed over engines, and the old metric names
   assert.equal(ev.prefix_hit_rate, 0.5);
   assert.equal(ev.running_peak, 62);
   assert.equal(ev.kv_usage_peak, 0.42);
-  const old = (q: number, h: number) => `# TYPE vllm:gpu_prefix_cache_queries counter\nvllm:gpu_prefix_cache_queries_total{model_name="m"} ${q}\n# TYPE vllm:gpu_prefix_cache_hits counter\nvllm:gpu_prefix_cache_hits_total{model_name="m"} ${h}\nvllm:num_preemptions_total{model_name="m"} ${h / 100}\n`;
+  const old = (q: number, h: number) =>
+    `# TYPE vllm:gpu_prefix_cache_queries counter\nvllm:gpu_prefix_cache_queries_total{model_name="m"} ${q}\n# TYPE vllm:gpu_prefix_cache_hits counter\nvllm:gpu_prefix_cache_hits_total{model_name="m"} ${h}\nvllm:num_preemptions_total{model_name="m"} ${h / 100}\n`;
   const ev2 = evidence(snapshotOf(old(1000, 0)), snapshotOf(old(2000, 900)));
   assert.equal(ev2.prefix_hit_rate, 0.9);
   assert.equal(ev2.preemptions_delta, 9);

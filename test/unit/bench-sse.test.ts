@@ -85,10 +85,20 @@ function reference(stream: string) {
 }
 
 const ev = (o: unknown, eol = '\n') => `data: ${JSON.stringify(o)}${eol}${eol}`;
-const content = (text: string, extra: Record<string, unknown> = {}) => ({ id: 'c', object: 'text_completion', choices: [{ index: 0, text, finish_reason: null }], usage: null, ...extra });
+const content = (text: string, extra: Record<string, unknown> = {}) => ({
+  id: 'c',
+  object: 'text_completion',
+  choices: [{ index: 0, text, finish_reason: null }],
+  usage: null,
+  ...extra,
+});
 
 function stream(texts: string[], eol = '\n'): string {
-  return texts.map((t) => ev(content(t), eol)).join('') + ev({ id: 'c', choices: [], usage: { prompt_tokens: 3, completion_tokens: texts.length } }, eol) + `data: [DONE]${eol}${eol}`;
+  return (
+    texts.map((t) => ev(content(t), eol)).join('') +
+    ev({ id: 'c', choices: [], usage: { prompt_tokens: 3, completion_tokens: texts.length } }, eol) +
+    `data: [DONE]${eol}${eol}`
+  );
 }
 
 test('content chunks are counted on the bytes; anything else is parsed', () => {
@@ -111,9 +121,15 @@ test('LF and CRLF streams, comments and other fields, multi-line data, [DONE]', 
   const cases: [string, string][] = [
     ['LF', stream(['a', 'b', 'c', 'd'])],
     ['CRLF', stream(['a', 'b', 'c', 'd'], '\r\n')],
-    ['comments and fields', `: keep-alive\n\nevent: message\nid: 1\nretry: 10\n${ev(content('a'))}${stream(['b', 'c', 'd'])}`],
+    [
+      'comments and fields',
+      `: keep-alive\n\nevent: message\nid: 1\nretry: 10\n${ev(content('a'))}${stream(['b', 'c', 'd'])}`,
+    ],
     ['multi-line data', `data: {"choices":\ndata: [{"index":0,"text":"a"}]}\n\n${stream(['b', 'c', 'd'])}`],
-    ['usage inside a content chunk', ev(content('a')) + ev(content('b', { usage: { prompt_tokens: 3, completion_tokens: 2 } })) + 'data: [DONE]\n\n'],
+    [
+      'usage inside a content chunk',
+      ev(content('a')) + ev(content('b', { usage: { prompt_tokens: 3, completion_tokens: 2 } })) + 'data: [DONE]\n\n',
+    ],
   ];
   for (const [name, s] of cases) {
     const r = await run({ stream: s, cuts: [] });
@@ -162,8 +178,27 @@ test('chunks that arrive together are reported: the share of gaps under 0.1 ms, 
   const { benchFindings, benchValues } = await import('../../src/core/bench/report');
   const s = await startScriptedServer({ ttftMs: 5, itlMs: 4, fault: () => ({ kind: 'pairs' }) });
   try {
-    const r = await runSweep({ endpoint: s.url, vocab: 1000, input: 8, output: 16, concurrency: [1], requests: 4, rttProbes: 1, scrape: false }, { worker: 'off' });
-    const spec = { mode: 'closed' as const, input: 8, output: 16, requests: 4, seed: { mode: 'per-point' as const, base: 1 }, percentiles: [99] };
+    const r = await runSweep(
+      {
+        endpoint: s.url,
+        vocab: 1000,
+        input: 8,
+        output: 16,
+        concurrency: [1],
+        requests: 4,
+        rttProbes: 1,
+        scrape: false,
+      },
+      { worker: 'off' },
+    );
+    const spec = {
+      mode: 'closed' as const,
+      input: 8,
+      output: 16,
+      requests: 4,
+      seed: { mode: 'per-point' as const, base: 1 },
+      percentiles: [99],
+    };
     // 16 chunks in 8 writes: 8 of the 15 gaps in each request are inside a write.
     const share = (benchValues(r, spec).points as { itl_read_together_share: number }[])[0].itl_read_together_share;
     assert.ok(share >= 0.5, `share of gaps under 0.1 ms: ${share}`);

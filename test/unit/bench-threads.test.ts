@@ -30,7 +30,16 @@ test('a point on two load threads: every request once, matched to the server by 
   const s = await startScriptedServer({ ttftMs: 20, itlMs: 5 });
   const prev = process.env.INFLAB_BENCH_THREADS;
   try {
-    const opts = { endpoint: s.url, vocab: 151936, input: 16, output: 8, concurrency: [6], requests: 18, warmup: 4, seed: { mode: 'fixed' as const, value: 7 } };
+    const opts = {
+      endpoint: s.url,
+      vocab: 151936,
+      input: 16,
+      output: 8,
+      concurrency: [6],
+      requests: 18,
+      warmup: 4,
+      seed: { mode: 'fixed' as const, value: 7 },
+    };
     process.env.INFLAB_BENCH_THREADS = '2';
     const two = await runSweep({ ...opts, runId: 'two' });
     process.env.INFLAB_BENCH_THREADS = '1';
@@ -38,16 +47,32 @@ test('a point on two load threads: every request once, matched to the server by 
     const p = two.points[0];
     assert.equal(p.metrics.completed, 18);
     const recs = fromColumnar(p.records!);
-    assert.deepEqual(recs.map((r) => r.id), Array.from({ length: 18 }, (_, i) => i));
+    assert.deepEqual(
+      recs.map((r) => r.id),
+      Array.from({ length: 18 }, (_, i) => i),
+    );
     for (const r of recs) {
       const srv = s.requests.find((q) => q.requestId === `inflab-two-p0-r${r.id}`);
       assert.ok(srv, `the server saw request ${r.id}`);
       assert.equal(r.chunkMs.length, srv!.chunkEpochMs.length);
-      assert.ok(r.sentMs >= -1 && r.sentMs < r.chunkMs[0] && r.chunkMs[r.chunkMs.length - 1] <= r.endMs && r.endMs <= p.durationMs + 0.001, `request ${r.id} times out of order: ${JSON.stringify(r)}`);
+      assert.ok(
+        r.sentMs >= -1 &&
+          r.sentMs < r.chunkMs[0] &&
+          r.chunkMs[r.chunkMs.length - 1] <= r.endMs &&
+          r.endMs <= p.durationMs + 0.001,
+        `request ${r.id} times out of order: ${JSON.stringify(r)}`,
+      );
     }
-    const warm = s.requests.filter((q) => q.requestId?.startsWith('inflab-two-p0-w')).map((q) => q.requestId).sort();
+    const warm = s.requests
+      .filter((q) => q.requestId?.startsWith('inflab-two-p0-w'))
+      .map((q) => q.requestId)
+      .sort();
     assert.deepEqual(warm, ['inflab-two-p0-w0', 'inflab-two-p0-w1', 'inflab-two-p0-w2', 'inflab-two-p0-w3']);
-    const prompts = (run: string) => s.requests.filter((q) => q.requestId?.startsWith(`inflab-${run}-p0-r`)).sort((a, b) => Number(a.requestId!.split('-r')[1]) - Number(b.requestId!.split('-r')[1])).map((q) => JSON.stringify(q.prompt));
+    const prompts = (run: string) =>
+      s.requests
+        .filter((q) => q.requestId?.startsWith(`inflab-${run}-p0-r`))
+        .sort((a, b) => Number(a.requestId!.split('-r')[1]) - Number(b.requestId!.split('-r')[1]))
+        .map((q) => JSON.stringify(q.prompt));
     assert.deepEqual(prompts('two'), prompts('one'));
     assert.ok(p.observedInFlight > 0 && p.maxInFlight <= 6, `in flight ${p.observedInFlight} / max ${p.maxInFlight}`);
   } finally {

@@ -64,7 +64,12 @@ test('parameter counts computed from the fixtures match the published counts exa
   const moe = importConfig('Qwen3-30B-A3B');
   assert.equal(moe.params.total, 30_532_122_624);
   assert.equal(moe.params.active, 3_353_032_704);
-  assert.deepEqual(moe.moe, { experts: 128, expertsPerToken: 8, expertIntermediate: 768, sharedIntermediate: undefined });
+  assert.deepEqual(moe.moe, {
+    experts: 128,
+    expertsPerToken: 8,
+    expertIntermediate: 768,
+    sharedIntermediate: undefined,
+  });
   const llama = importConfig('Llama-3.1-8B');
   assert.equal(llama.params.total, 8_030_261_248);
   assert.equal(llama.headDim, 128); // from hidden / heads: the config has no head_dim
@@ -78,7 +83,18 @@ test('catalog models equal their config.json imports', () => {
   ]) {
     const c = findModel(id)!;
     const f = importConfig(file);
-    for (const k of ['layers', 'hidden', 'heads', 'kvHeads', 'headDim', 'intermediate', 'vocab', 'tiedEmbeddings', 'maxPosition'] as const) assert.equal(c[k], f[k], `${id}.${k}`);
+    for (const k of [
+      'layers',
+      'hidden',
+      'heads',
+      'kvHeads',
+      'headDim',
+      'intermediate',
+      'vocab',
+      'tiedEmbeddings',
+      'maxPosition',
+    ] as const)
+      assert.equal(c[k], f[k], `${id}.${k}`);
     assert.deepEqual(c.params, f.params, id);
     assert.deepEqual(c.moe, f.moe, id);
   }
@@ -117,14 +133,26 @@ test('model: {config: ./path} imports relative to the notebook and gives the cat
   try {
     fs.mkdirSync(path.join(dir, 'Qwen3-8B'));
     fs.copyFileSync(fixture('Qwen3-8B'), path.join(dir, 'Qwen3-8B', 'config.json'));
-    const r = applySetupOverrides(undefined, { gpu: 'a100-sxm4-80gb', model: { config: './Qwen3-8B/config.json' } }, dir, 'lab', true);
+    const r = applySetupOverrides(
+      undefined,
+      { gpu: 'a100-sxm4-80gb', model: { config: './Qwen3-8B/config.json' } },
+      dir,
+      'lab',
+      true,
+    );
     assert.deepEqual(r.findings, []);
     const cat = findModel('qwen3-8b')!;
     assert.deepEqual(r.setup!.model.params, cat.params);
     assert.equal(r.setup!.model.id, 'Qwen3-8B');
     assert.equal(kvBytesPerToken(r.setup!.model, 'bf16'), 147_456);
     // A missing file is an error on model.config that says what to write.
-    const bad = applySetupOverrides(undefined, { gpu: 'a100-sxm4-80gb', model: { config: './nope/config.json' } }, dir, 'lab', true);
+    const bad = applySetupOverrides(
+      undefined,
+      { gpu: 'a100-sxm4-80gb', model: { config: './nope/config.json' } },
+      dir,
+      'lab',
+      true,
+    );
     assert.equal(bad.setup, undefined);
     assert.deepEqual(bad.findings[0].path, ['model', 'config']);
     assert.match(bad.findings[0].fix ?? '', /config\.json relative to the notebook/);
@@ -134,25 +162,59 @@ test('model: {config: ./path} imports relative to the notebook and gives the cat
 });
 
 test('a custom GPU, and a catalog GPU with one field overridden', () => {
-  const custom = applySetupOverrides(undefined, { gpu: { bandwidth: '2039 GB/s', bf16: '312 TFLOPS', memory: '80 GiB' }, model: 'qwen3-8b' }, os.tmpdir(), 'c', true);
+  const custom = applySetupOverrides(
+    undefined,
+    { gpu: { bandwidth: '2039 GB/s', bf16: '312 TFLOPS', memory: '80 GiB' }, model: 'qwen3-8b' },
+    os.tmpdir(),
+    'c',
+    true,
+  );
   assert.deepEqual(custom.findings, []);
   assert.equal(custom.setup!.gpu.bandwidth, 2039e9);
   assert.equal(custom.setup!.gpu.peak.fp16, 312e12);
   assert.equal(custom.setup!.gpu.memory, 80 * GiB);
-  const one = applySetupOverrides(undefined, { gpu: { base: 'h100-sxm', bandwidth: '3.0 TB/s' }, model: 'qwen3-8b' }, os.tmpdir(), 'o', true);
+  const one = applySetupOverrides(
+    undefined,
+    { gpu: { base: 'h100-sxm', bandwidth: '3.0 TB/s' }, model: 'qwen3-8b' },
+    os.tmpdir(),
+    'o',
+    true,
+  );
   assert.deepEqual(one.findings, []);
   assert.equal(one.setup!.gpu.bandwidth, 3e12);
   assert.equal(one.setup!.gpu.peak.fp8, 1979e12);
   assert.equal(one.setup!.gpu.memory, 80 * GiB);
   assert.match(one.setup!.gpu.source, /overridden/);
-  const missing = applySetupOverrides(undefined, { gpu: { bf16: '312 TFLOPS' }, model: 'qwen3-8b' }, os.tmpdir(), 'm', true);
+  const missing = applySetupOverrides(
+    undefined,
+    { gpu: { bf16: '312 TFLOPS' }, model: 'qwen3-8b' },
+    os.tmpdir(),
+    'm',
+    true,
+  );
   assert.ok(missing.findings.some((f) => /needs "bandwidth"/.test(f.message)));
-  const unitless = applySetupOverrides(undefined, { gpu: { base: 'a100-sxm4-80gb', memory: 80 }, model: 'qwen3-8b' }, os.tmpdir(), 'u', true);
-  assert.ok(unitless.findings.some((f) => f.severity === 'error' && f.path.join('.') === 'gpu.memory' && /needs a unit/.test(f.message)));
+  const unitless = applySetupOverrides(
+    undefined,
+    { gpu: { base: 'a100-sxm4-80gb', memory: 80 }, model: 'qwen3-8b' },
+    os.tmpdir(),
+    'u',
+    true,
+  );
+  assert.ok(
+    unitless.findings.some(
+      (f) => f.severity === 'error' && f.path.join('.') === 'gpu.memory' && /needs a unit/.test(f.message),
+    ),
+  );
 });
 
 test('an "80GB" card written as 80 GB is a warning with the GiB fix', () => {
-  const r = applySetupOverrides(undefined, { gpu: { base: 'a100-sxm4-80gb', memory: '80 GB' }, model: 'qwen3-8b' }, os.tmpdir(), 'slip', true);
+  const r = applySetupOverrides(
+    undefined,
+    { gpu: { base: 'a100-sxm4-80gb', memory: '80 GB' }, model: 'qwen3-8b' },
+    os.tmpdir(),
+    'slip',
+    true,
+  );
   assert.equal(r.setup!.gpu.memory, 80e9);
   const w = r.findings.find((f) => f.code === 'gb-gib-card-memory');
   assert.ok(w, 'warning');
@@ -161,6 +223,12 @@ test('an "80GB" card written as 80 GB is a warning with the GiB fix', () => {
   assert.match(w.message, /74\.51 GiB/);
   assert.equal(w.quickFix?.edit.value, '80 GiB');
   // Written in GiB: no warning.
-  const ok = applySetupOverrides(undefined, { gpu: { base: 'a100-sxm4-80gb', memory: '80 GiB' }, model: 'qwen3-8b' }, os.tmpdir(), 'ok', true);
+  const ok = applySetupOverrides(
+    undefined,
+    { gpu: { base: 'a100-sxm4-80gb', memory: '80 GiB' }, model: 'qwen3-8b' },
+    os.tmpdir(),
+    'ok',
+    true,
+  );
   assert.ok(!ok.findings.some((f) => f.code === 'gb-gib-card-memory'));
 });

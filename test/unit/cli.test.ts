@@ -15,13 +15,20 @@ before(() => {
 });
 
 function inflab(args: string[], cwd = root) {
-  return spawnSync(process.execPath, [cli, ...args], { cwd, encoding: 'utf8', env: { ...process.env, INFLAB_API_KEY: '' } });
+  return spawnSync(process.execPath, [cli, ...args], {
+    cwd,
+    encoding: 'utf8',
+    env: { ...process.env, INFLAB_API_KEY: '' },
+  });
 }
 
 test('eval --json prints one {kind, name, values, findings} per YAML document', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
   const f = path.join(dir, 'cells.yaml');
-  fs.writeFileSync(f, 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n---\npredict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 64]\n');
+  fs.writeFileSync(
+    f,
+    'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n---\npredict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 64]\n',
+  );
   const r = inflab(['eval', f, '--json']);
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout);

@@ -18,11 +18,26 @@ async function run(cells: string[]): Promise<CellResult[]> {
   return out;
 }
 
-type Row = { quantity: string; predicted: string; measured: string; ratio?: number; ok?: boolean; verdict: string; cause: string };
+type Row = {
+  quantity: string;
+  predicted: string;
+  measured: string;
+  ratio?: number;
+  ok?: boolean;
+  verdict: string;
+  cause: string;
+};
 const rowsOf = (r: CellResult) => r.values.rows as Row[];
 
 test('literal rows: ratio = measured / predicted, ✅ within the tolerance and ❌ outside it', async () => {
-  const cmp = ['compare: literals', 'tolerance: 10%', 'rows:', '  - {quantity: decode, predicted: 100 tok/s, measured: 95 tok/s}', '  - {quantity: step, predicted: 8.03 ms, measured: 11.3 ms}', '  - {quantity: tight, predicted: 100 tok/s, measured: 95 tok/s, tolerance: 2%}'].join('\n');
+  const cmp = [
+    'compare: literals',
+    'tolerance: 10%',
+    'rows:',
+    '  - {quantity: decode, predicted: 100 tok/s, measured: 95 tok/s}',
+    '  - {quantity: step, predicted: 8.03 ms, measured: 11.3 ms}',
+    '  - {quantity: tight, predicted: 100 tok/s, measured: 95 tok/s, tolerance: 2%}',
+  ].join('\n');
   const [, r] = await run([SETUP, cmp]);
   assert.equal(r.ok, true, JSON.stringify(r.error));
   const rows = rowsOf(r);
@@ -33,7 +48,11 @@ test('literal rows: ratio = measured / predicted, ✅ within the tolerance and �
   assert.equal(rows[2].verdict, '❌', 'a row may carry its own tolerance');
   assert.equal(r.values.passed, 1);
   assert.equal(r.values.failed, 2);
-  const text = r.outputs.flatMap((o) => o.items).filter((i) => i.mime === MIME.plain).map((i) => String(i.data)).join('\n');
+  const text = r.outputs
+    .flatMap((o) => o.items)
+    .filter((i) => i.mime === MIME.plain)
+    .map((i) => String(i.data))
+    .join('\n');
   assert.match(text, /quantity\s+predicted\s+measured\s+ratio\s+verdict\s+cause/);
   assert.match(text, /1 within, 2 outside ±10%/);
 });
@@ -72,31 +91,63 @@ test('the cause column comes from the checks: the TTFT row reads "prefix-cache h
   assert.equal(rows[1].cause, 'prefix-cache hit?');
   assert.equal(rows[2].cause, '');
   const fs = r.findings.filter((f) => f.code === 'ttft-below-prefill-floor');
-  assert.deepEqual(fs.map((f) => f.path), [['rows', 0, 'measured'], ['rows', 1, 'measured']]);
+  assert.deepEqual(
+    fs.map((f) => f.path),
+    [
+      ['rows', 0, 'measured'],
+      ['rows', 1, 'measured'],
+    ],
+  );
 });
 
 test('as the user types, literal rows are checked and the finding stands on the measured line', () => {
   const cmp = 'compare: typed\nrows:\n  - {quantity: TTFT, predicted: 52.5 ms, measured: 23 ms, prompt: 1000 tokens}\n';
   const fs = analyzeCells([SETUP, cmp], os.tmpdir())[1];
-  assert.deepEqual(fs.map((f) => [f.code, f.path]), [['ttft-below-prefill-floor', ['rows', 0, 'measured']]]);
+  assert.deepEqual(
+    fs.map((f) => [f.code, f.path]),
+    [['ttft-below-prefill-floor', ['rows', 0, 'measured']]],
+  );
   assert.equal(fs[0].quickFix, undefined);
 });
 
 test('curves: roofline rows[*] against typed sweep numbers by batch — a row per shared batch and a plot of both', async () => {
-  const cmp = ['compare: curve', 'rows:', '  - quantity: aggregate tok/s', '    predicted: "roofline.rows[*].aggregate_tok_s"', '    measured: {1: 88.4 tok/s, 64: 2530 tok/s, 256: 4000 tok/s}', '    x: batch'].join('\n');
+  const cmp = [
+    'compare: curve',
+    'rows:',
+    '  - quantity: aggregate tok/s',
+    '    predicted: "roofline.rows[*].aggregate_tok_s"',
+    '    measured: {1: 88.4 tok/s, 64: 2530 tok/s, 256: 4000 tok/s}',
+    '    x: batch',
+  ].join('\n');
   const res = await run([SETUP, ROOFLINE, cmp]);
   const r = res[2];
   assert.equal(r.ok, true, JSON.stringify(r.error));
   const rows = rowsOf(r);
-  assert.deepEqual(rows.map((x) => x.quantity), ['aggregate tok/s @ batch 1', 'aggregate tok/s @ batch 64']);
-  const agg64 = (res[1].values.rows as { batch: number; aggregate_tok_s: number }[]).find((x) => x.batch === 64)!.aggregate_tok_s;
+  assert.deepEqual(
+    rows.map((x) => x.quantity),
+    ['aggregate tok/s @ batch 1', 'aggregate tok/s @ batch 64'],
+  );
+  const agg64 = (res[1].values.rows as { batch: number; aggregate_tok_s: number }[]).find(
+    (x) => x.batch === 64,
+  )!.aggregate_tok_s;
   assert.ok(Math.abs(rows[1].ratio! - 2530 / agg64) < 1e-9);
-  const spec = r.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.vegaLite6)?.data as { data: { values: { x: number; series: string; y: number }[] } };
+  const spec = r.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.vegaLite6)?.data as {
+    data: { values: { x: number; series: string; y: number }[] };
+  };
   assert.ok(spec, 'a Vega-Lite plot');
   const pts = spec.data.values;
-  assert.deepEqual(pts.filter((p) => p.series === 'predicted').map((p) => p.x), [1, 8, 64]);
-  assert.deepEqual(pts.filter((p) => p.series === 'measured').map((p) => p.x), [1, 64, 256]);
-  assert.ok(r.outputs.some((o) => o.items.some((i) => i.mime === MIME.svg && String(i.data).includes('<svg'))), 'and its SVG');
+  assert.deepEqual(
+    pts.filter((p) => p.series === 'predicted').map((p) => p.x),
+    [1, 8, 64],
+  );
+  assert.deepEqual(
+    pts.filter((p) => p.series === 'measured').map((p) => p.x),
+    [1, 64, 256],
+  );
+  assert.ok(
+    r.outputs.some((o) => o.items.some((i) => i.mime === MIME.svg && String(i.data).includes('<svg'))),
+    'and its SVG',
+  );
 });
 
 test('a bare number takes the unit of the other side', async () => {
@@ -106,12 +157,20 @@ test('a bare number takes the unit of the other side', async () => {
 });
 
 test('a reference that does not resolve fails on its line and names what there is', async () => {
-  const res = await run([SETUP, VALIDATION, 'compare: bad\nrows:\n  - {quantity: x, predicted: 100 tok/s, measured: day4 validaton run.per_user}\n  - {quantity: y, predicted: 1 ms, measured: 1 ms}\n']);
+  const res = await run([
+    SETUP,
+    VALIDATION,
+    'compare: bad\nrows:\n  - {quantity: x, predicted: 100 tok/s, measured: day4 validaton run.per_user}\n  - {quantity: y, predicted: 1 ms, measured: 1 ms}\n',
+  ]);
   const r = res[2];
   assert.equal(r.ok, false);
   assert.deepEqual(r.error!.path, ['rows', 0, 'measured']);
   assert.match(r.error!.message, /no cell named "day4 validaton run"; named cells: day4 validation run/);
-  const res2 = await run([SETUP, VALIDATION, 'compare: bad key\nrows:\n  - {quantity: x, predicted: 100 tok/s, measured: day4 validation run.tpot}\n']);
+  const res2 = await run([
+    SETUP,
+    VALIDATION,
+    'compare: bad key\nrows:\n  - {quantity: x, predicted: 100 tok/s, measured: day4 validation run.tpot}\n',
+  ]);
   assert.match(res2[2].error!.message, /has no "tpot"; it has: .*per_user_tok_s/);
 });
 

@@ -18,7 +18,10 @@ test('a setup then a decode-roofline cell run in one context and share values', 
   assert.equal(r.kind, 'predict: decode-roofline');
   assert.equal(nb.named.get('roof'), r);
   const rows = r.values.rows as { batch: number; aggregate_tok_s: number }[];
-  assert.deepEqual(rows.map((x) => x.batch), [1, 16, 64, 128]);
+  assert.deepEqual(
+    rows.map((x) => x.batch),
+    [1, 16, 64, 128],
+  );
   // Outputs: a table (html + plain), and a plot carrying both the Vega-Lite spec and an SVG.
   const mimes = r.outputs.map((o) => o.items.map((i) => i.mime));
   assert.ok(mimes.some((m) => m.includes(MIME.html) && m.includes(MIME.plain)));
@@ -51,7 +54,11 @@ test('a schema error lands on the line of the offending key with what to write i
 });
 
 test('a missing unit is an error on that line', () => {
-  const cells = [SETUP, 'predict: decode-roofline\ncontext: 1k tokens\n', 'setup: x\ngpu: {bandwidth: 2039, memory: 80 GiB, bf16: 312 TFLOPS}\nmodel: qwen3-8b\n'];
+  const cells = [
+    SETUP,
+    'predict: decode-roofline\ncontext: 1k tokens\n',
+    'setup: x\ngpu: {bandwidth: 2039, memory: 80 GiB, bf16: 312 TFLOPS}\nmodel: qwen3-8b\n',
+  ];
   const f = analyzeCells(cells, os.tmpdir())[2];
   const e = f.find((x) => x.severity === 'error');
   assert.ok(e, JSON.stringify(f));

@@ -25,9 +25,17 @@ const freshDir = () => {
 };
 const leftovers = (dir: string) => fs.readdirSync(dir).filter((f) => f.endsWith('.tmp'));
 
-function run(cmd: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(
+  cmd: string,
+  args: string[],
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(cmd, args, { cwd: opts.cwd ?? ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(cmd, args, {
+      cwd: opts.cwd ?? ROOT,
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     p.stdout.on('data', (b) => out.push(b));
@@ -71,7 +79,9 @@ test('writeFileAtomic replaces the file, keeps its permission bits and a symlink
 test('a write that fails part-way (file size limit: EFBIG) leaves the original bytes intact', async () => {
   const d = freshDir();
   const f = path.join(d, 'nb.inflab');
-  const original = serializeNotebook({ cells: [{ kind: 'code', language: 'inflab', source: 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b' }] });
+  const original = serializeNotebook({
+    cells: [{ kind: 'code', language: 'inflab', source: 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b' }],
+  });
   fs.writeFileSync(f, original);
   const script = path.join(d, 'child.ts');
   fs.writeFileSync(
@@ -96,7 +106,10 @@ test('a save whose directory was replaced by a file fails and touches nothing', 
   // The folder is moved away and a file takes its name while the notebook is open.
   fs.renameSync(dir, path.join(d, 'lab-moved'));
   fs.writeFileSync(dir, 'a file, not a folder');
-  assert.throws(() => writeFileAtomic(f, 'new'), (e: NodeJS.ErrnoException) => e.code === 'ENOTDIR' && /the file on disk was left as it was/.test(e.message));
+  assert.throws(
+    () => writeFileAtomic(f, 'new'),
+    (e: NodeJS.ErrnoException) => e.code === 'ENOTDIR' && /the file on disk was left as it was/.test(e.message),
+  );
   assert.equal(fs.readFileSync(path.join(d, 'lab-moved', 'nb.inflab'), 'utf8'), 'original');
   assert.equal(fs.readFileSync(dir, 'utf8'), 'a file, not a folder');
   assert.deepStrictEqual(leftovers(d), []);
@@ -107,23 +120,33 @@ test('a rename that fails (the target is a folder) removes the temp file', () =>
   const target = path.join(d, 'nb.inflab');
   fs.mkdirSync(target);
   fs.writeFileSync(path.join(target, 'inside'), 'kept');
-  assert.throws(() => writeFileAtomic(target, 'new'), (e: NodeJS.ErrnoException) => e.code === 'EISDIR' || e.code === 'ENOTEMPTY' || e.code === 'EEXIST');
+  assert.throws(
+    () => writeFileAtomic(target, 'new'),
+    (e: NodeJS.ErrnoException) => e.code === 'EISDIR' || e.code === 'ENOTEMPTY' || e.code === 'EEXIST',
+  );
   assert.equal(fs.readFileSync(path.join(target, 'inside'), 'utf8'), 'kept');
   assert.deepStrictEqual(leftovers(d), [], 'no temp file left beside it');
 });
 
-test('a read-only folder: the save fails and the original stays', { skip: isRoot && 'root ignores folder permissions (covered by the EFBIG and ENOTDIR cases)' }, () => {
-  const d = freshDir();
-  const f = path.join(d, 'nb.inflab');
-  fs.writeFileSync(f, 'original');
-  fs.chmodSync(d, 0o555);
-  try {
-    assert.throws(() => writeFileAtomic(f, 'new'), (e: NodeJS.ErrnoException) => e.code === 'EACCES');
-    assert.equal(fs.readFileSync(f, 'utf8'), 'original');
-  } finally {
-    fs.chmodSync(d, 0o755);
-  }
-});
+test(
+  'a read-only folder: the save fails and the original stays',
+  { skip: isRoot && 'root ignores folder permissions (covered by the EFBIG and ENOTDIR cases)' },
+  () => {
+    const d = freshDir();
+    const f = path.join(d, 'nb.inflab');
+    fs.writeFileSync(f, 'original');
+    fs.chmodSync(d, 0o555);
+    try {
+      assert.throws(
+        () => writeFileAtomic(f, 'new'),
+        (e: NodeJS.ErrnoException) => e.code === 'EACCES',
+      );
+      assert.equal(fs.readFileSync(f, 'utf8'), 'original');
+    } finally {
+      fs.chmodSync(d, 0o755);
+    }
+  },
+);
 
 // ---------------------------------------------------------------- the CLI
 
@@ -132,7 +155,11 @@ const NB: Notebook = {
   cells: [
     { kind: 'markdown', language: 'markdown', source: '# Day 4\r\n\r\nnotes with CRLF and ünïcödé ✅\n' },
     { kind: 'code', language: 'inflab', source: 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n' },
-    { kind: 'code', language: 'inflab', source: '# the roofline, before measuring\npredict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 8]\n\n' },
+    {
+      kind: 'code',
+      language: 'inflab',
+      source: '# the roofline, before measuring\npredict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 8]\n\n',
+    },
     { kind: 'code', language: 'python', source: 'print("not ours")' },
   ],
 };
@@ -162,15 +189,34 @@ test('inflab run NB --out OUT leaves NB byte-identical and OUT holds every cell 
   const r2 = await inflab(['run', nbFile]);
   assert.equal(r2.code, 0, r2.stdout + r2.stderr);
   const inPlace = parseNotebook(fs.readFileSync(nbFile, 'utf8'));
-  assert.deepStrictEqual(inPlace.cells.map((c) => c.source), NB.cells.map((c) => c.source));
+  assert.deepStrictEqual(
+    inPlace.cells.map((c) => c.source),
+    NB.cells.map((c) => c.source),
+  );
   assert.ok(inPlace.cells[2].outputs?.length);
 });
 
 const corrupt: [string, (good: string) => string, RegExp][] = [
-  ['truncated', (g) => g.slice(0, Math.floor(g.length * 0.6)), /Not valid JSON at line \d+, column \d+: the file ends in the middle of the JSON\. The file ends early: it looks truncated/],
-  ['a stray comma', (g) => g.replace('"cells": [', '"cells": [,'), /Not valid JSON at line 6, column 13: expected a value/],
-  ['a wrong shape', (g) => g.replace('"source": [\n        "setup: lab",', '"source": "setup: lab", "x": ['), /Not a valid \.inflab notebook: at cells\[1\]\.source \(line \d+\)/],
-  ['a future version', (g) => g.replace('"inflab": 1', '"inflab": 7'), /format version 7, newer than this InfLab understands/],
+  [
+    'truncated',
+    (g) => g.slice(0, Math.floor(g.length * 0.6)),
+    /Not valid JSON at line \d+, column \d+: the file ends in the middle of the JSON\. The file ends early: it looks truncated/,
+  ],
+  [
+    'a stray comma',
+    (g) => g.replace('"cells": [', '"cells": [,'),
+    /Not valid JSON at line 6, column 13: expected a value/,
+  ],
+  [
+    'a wrong shape',
+    (g) => g.replace('"source": [\n        "setup: lab",', '"source": "setup: lab", "x": ['),
+    /Not a valid \.inflab notebook: at cells\[1\]\.source \(line \d+\)/,
+  ],
+  [
+    'a future version',
+    (g) => g.replace('"inflab": 1', '"inflab": 7'),
+    /format version 7, newer than this InfLab understands/,
+  ],
   ['binary garbage', () => '\u0000\u0001\u0002PK\u0003\u0004', /Not valid JSON at line 1, column 1/],
 ];
 
@@ -195,7 +241,9 @@ async function runInProcess(args: string[]): Promise<{ code: number; stdout: str
 test('inflab run on a corrupt notebook: exit 1, the message, the file byte-identical, nothing written', async () => {
   // Five kinds of damage, each run in place and with --out; the first also through the real CLI process.
   for (const [k, [what, breakIt, message]] of corrupt.entries()) {
-    for (const mode of k === 0 ? ['process', 'process --out', 'in-process', 'in-process --out'] : ['in-process', 'in-process --out']) {
+    for (const mode of k === 0
+      ? ['process', 'process --out', 'in-process', 'in-process --out']
+      : ['in-process', 'in-process --out']) {
       const d = freshDir();
       const nbFile = path.join(d, 'broken.inflab');
       const bytes = Buffer.from(breakIt(serializeNotebook(NB)), 'utf8');
@@ -263,19 +311,32 @@ test('inflab run in place: edits saved while the cells ran are not overwritten; 
     const nbFile = path.join(d, 'day5.inflab');
     const nb: Notebook = {
       cells: [
-        { kind: 'code', language: 'inflab', source: `setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: http://127.0.0.1:${port}\n` },
-        { kind: 'code', language: 'inflab', source: 'bench: sweep\ninput: 16 tokens\noutput: 8 tokens\nconcurrency: [1]\nrequests: 1\nscrape: false\n' },
+        {
+          kind: 'code',
+          language: 'inflab',
+          source: `setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: http://127.0.0.1:${port}\n`,
+        },
+        {
+          kind: 'code',
+          language: 'inflab',
+          source: 'bench: sweep\ninput: 16 tokens\noutput: 8 tokens\nconcurrency: [1]\nrequests: 1\nscrape: false\n',
+        },
       ],
     };
     fs.writeFileSync(nbFile, serializeNotebook(nb));
     const running = inflab(['run', nbFile]);
     await firstRequest;
-    const mine = serializeNotebook({ cells: [...nb.cells, { kind: 'markdown', language: 'markdown', source: 'notes typed while the sweep ran' }] });
+    const mine = serializeNotebook({
+      cells: [...nb.cells, { kind: 'markdown', language: 'markdown', source: 'notes typed while the sweep ran' }],
+    });
     fs.writeFileSync(nbFile, mine);
     release();
     const r = await running;
     assert.equal(r.code, 1, r.stdout + r.stderr);
-    assert.match(r.stderr, /day5\.inflab changed on disk while its cells ran, so it was not overwritten; the executed notebook is in .*day5\.executed\.inflab/);
+    assert.match(
+      r.stderr,
+      /day5\.inflab changed on disk while its cells ran, so it was not overwritten; the executed notebook is in .*day5\.executed\.inflab/,
+    );
     assert.equal(fs.readFileSync(nbFile, 'utf8'), mine, 'the edit is kept, byte for byte');
     const executed = parseNotebook(fs.readFileSync(path.join(d, 'day5.executed.inflab'), 'utf8'));
     assert.equal(executed.cells.length, 2);

@@ -9,7 +9,14 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { writeFileAtomic } from '../../src/core/notebook/atomicWrite';
-import { NotebookFormatError, parseNotebook, parseNotebookBytes, serializeNotebook, serializeNotebookBytes, type Notebook } from '../../src/core/notebook/format';
+import {
+  NotebookFormatError,
+  parseNotebook,
+  parseNotebookBytes,
+  serializeNotebook,
+  serializeNotebookBytes,
+  type Notebook,
+} from '../../src/core/notebook/format';
 
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-huge-'));
 after(() => fs.rmSync(TMP, { recursive: true, force: true }));
@@ -70,17 +77,24 @@ test('a notebook with 100 MB of outputs parses and serializes (timings logged)',
   const opened = parseNotebookBytes(fs.readFileSync(file));
   const tOpen = performance.now() - t;
   assert.equal(opened.cells.length, 41);
-  assert.deepStrictEqual(JSON.parse(new TextDecoder().decode(opened.cells[40].outputs![0].items[1].bytes)), nb.cells[40].outputs![0].items[1].data);
+  assert.deepStrictEqual(
+    JSON.parse(new TextDecoder().decode(opened.cells[40].outputs![0].items[1].bytes)),
+    nb.cells[40].outputs![0].items[1].data,
+  );
   t = performance.now();
   const saved = serializeNotebookBytes(opened);
   const tSave = performance.now() - t;
-  assert.ok(Buffer.from(saved.buffer, saved.byteOffset, saved.byteLength).equals(fs.readFileSync(file)), 'the editor saves it byte-identical');
+  assert.ok(
+    Buffer.from(saved.buffer, saved.byteOffset, saved.byteLength).equals(fs.readFileSync(file)),
+    'the editor saves it byte-identical',
+  );
   // A huge file cut in half (an interrupted copy) is refused, with the line where it ends.
   const half = text.slice(0, Math.floor(text.length / 2));
   t = performance.now();
   assert.throws(
     () => parseNotebook(half),
-    (e: unknown) => e instanceof NotebookFormatError && e.line === half.split('\n').length && /truncated/.test(e.message),
+    (e: unknown) =>
+      e instanceof NotebookFormatError && e.line === half.split('\n').length && /truncated/.test(e.message),
   );
   const tCut = performance.now() - t;
   const heap = process.memoryUsage();
@@ -90,4 +104,3 @@ test('a notebook with 100 MB of outputs parses and serializes (timings logged)',
   );
   assert.deepStrictEqual(leftovers(path.dirname(file)), []);
 });
-

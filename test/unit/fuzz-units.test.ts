@@ -16,13 +16,66 @@ const ALL_UNITS = [...new Set(DIM_NAMES.flatMap(unitsOf))];
 /** Spellings people write, right and wrong, plus every canonical unit. */
 const spellings = [
   ...ALL_UNITS,
-  'tok', 'toks', 'token', 'tokens/s', 'tps', 'req', 'reqs', 'rps', 'sec', 'seconds', 'msec', 'us', 'μs', 'µs', 'min', 'hours', 'percent',
-  'TFLOPS', 'tflops', 'TFlops', 'GFLOPS', 'PFLOPS', 'flop', 'kB', 'kb', 'Gb', 'gb', 'GIB', 'gib', 'Mb/s', 'mb/s', 'TOPS', 'tb', 'G', 'GiB/s', 'GB / s',
-  'tokens per second', 'ms ms', 'k', 'K', 'M', '%%', '/s', 's/s', 'B', 'b', 'x', 'ё', '毫秒', '🚀',
-  'constructor', 'valueOf', 'toString', '__proto__', 'hasOwnProperty', 'prototype',
+  'tok',
+  'toks',
+  'token',
+  'tokens/s',
+  'tps',
+  'req',
+  'reqs',
+  'rps',
+  'sec',
+  'seconds',
+  'msec',
+  'us',
+  'μs',
+  'µs',
+  'min',
+  'hours',
+  'percent',
+  'TFLOPS',
+  'tflops',
+  'TFlops',
+  'GFLOPS',
+  'PFLOPS',
+  'flop',
+  'kB',
+  'kb',
+  'Gb',
+  'gb',
+  'GIB',
+  'gib',
+  'Mb/s',
+  'mb/s',
+  'TOPS',
+  'tb',
+  'G',
+  'GiB/s',
+  'GB / s',
+  'tokens per second',
+  'ms ms',
+  'k',
+  'K',
+  'M',
+  '%%',
+  '/s',
+  's/s',
+  'B',
+  'b',
+  'x',
+  'ё',
+  '毫秒',
+  '🚀',
+  'constructor',
+  'valueOf',
+  'toString',
+  '__proto__',
+  'hasOwnProperty',
+  'prototype',
 ];
 
-const digits = (min: number, max: number) => fc.string({ unit: fc.constantFrom(...'0123456789'), minLength: min, maxLength: max });
+const digits = (min: number, max: number) =>
+  fc.string({ unit: fc.constantFrom(...'0123456789'), minLength: min, maxLength: max });
 const intPart = fc.oneof(
   digits(1, 4),
   digits(15, 40), // beyond double precision, and beyond 1e308 when long
@@ -35,10 +88,19 @@ const numberText = fc
     fc.constantFrom('', '', '+', '-', '--', '.'),
     intPart,
     fc.option(digits(0, 12).map((d) => `.${d}`)),
-    fc.option(fc.tuple(fc.constantFrom('e', 'E'), fc.constantFrom('', '+', '-'), fc.oneof(digits(1, 2), fc.constantFrom('300', '307', '308', '309', '400', '1000', '99999')))),
+    fc.option(
+      fc.tuple(
+        fc.constantFrom('e', 'E'),
+        fc.constantFrom('', '+', '-'),
+        fc.oneof(digits(1, 2), fc.constantFrom('300', '307', '308', '309', '400', '1000', '99999')),
+      ),
+    ),
     fc.option(fc.tuple(fc.constantFrom('', ' ', '  '), fc.constantFrom('k', 'K', 'M', 'm', 'G'))),
   )
-  .map(([sign, i, frac, exp, suffix]) => `${sign}${i}${frac ?? ''}${exp ? exp.join('') : ''}${suffix ? suffix.join('') : ''}`);
+  .map(
+    ([sign, i, frac, exp, suffix]) =>
+      `${sign}${i}${frac ?? ''}${exp ? exp.join('') : ''}${suffix ? suffix.join('') : ''}`,
+  );
 const unitText = fc.oneof(
   { weight: 5, arbitrary: fc.constantFrom(...spellings) },
   { weight: 1, arbitrary: fc.constantFrom(...spellings).map((u) => u.toUpperCase()) },
@@ -47,9 +109,41 @@ const unitText = fc.oneof(
 );
 /** "number unit" in every spacing, plus garbage around it. */
 const quantityText = fc.oneof(
-  { weight: 8, arbitrary: fc.tuple(fc.constantFrom('', ' ', '  ', '\t'), numberText, fc.constantFrom('', ' ', '  ', '\u00a0'), fc.option(unitText), fc.constantFrom('', ' ', '\n')).map(([a, n, sp, u, b]) => `${a}${n}${u === null ? '' : sp + u}${b}`) },
+  {
+    weight: 8,
+    arbitrary: fc
+      .tuple(
+        fc.constantFrom('', ' ', '  ', '\t'),
+        numberText,
+        fc.constantFrom('', ' ', '  ', '\u00a0'),
+        fc.option(unitText),
+        fc.constantFrom('', ' ', '\n'),
+      )
+      .map(([a, n, sp, u, b]) => `${a}${n}${u === null ? '' : sp + u}${b}`),
+  },
   { weight: 1, arbitrary: fc.string({ unit: 'binary', maxLength: 30 }) },
-  { weight: 1, arbitrary: fc.constantFrom('', ' ', 'NaN', 'Infinity', '-Infinity', '.inf', '1e400', '1e308 TB', '1.8e308', '5e-324 s', '0x10 GB', '1/2 GB', '∞ tokens', '1k k', '1kM', '١٢٣ tokens', '１２ GB') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '',
+      ' ',
+      'NaN',
+      'Infinity',
+      '-Infinity',
+      '.inf',
+      '1e400',
+      '1e308 TB',
+      '1.8e308',
+      '5e-324 s',
+      '0x10 GB',
+      '1/2 GB',
+      '∞ tokens',
+      '1k k',
+      '1kM',
+      '١٢٣ tokens',
+      '１２ GB',
+    ),
+  },
 );
 const dimsArb = fc.uniqueArray(fc.constantFrom(...DIM_NAMES), { minLength: 1, maxLength: 3 });
 const bareArb = fc.option(fc.constantFrom('tokens', 'req/s', 'requests', 's', 'ms', 'B', '%'));
@@ -78,9 +172,17 @@ test('parseQuantity on random text: never throws; accepted values are finite, in
 
 test('parseQuantity on numbers from YAML (NaN, ±Infinity, huge, tiny, -0): never throws; accepted values are finite', () => {
   fc.assert(
-    fc.property(fc.oneof(fc.double(), fc.constantFrom(NaN, Infinity, -Infinity, Number.MAX_VALUE, -Number.MAX_VALUE, Number.MIN_VALUE, -0, 1e308)), dimsArb, bareArb, (n, dims, bare) => {
-      checkResult(parseQuantity(n, { dims, bare: bare ?? undefined }), dims, n);
-    }),
+    fc.property(
+      fc.oneof(
+        fc.double(),
+        fc.constantFrom(NaN, Infinity, -Infinity, Number.MAX_VALUE, -Number.MAX_VALUE, Number.MIN_VALUE, -0, 1e308),
+      ),
+      dimsArb,
+      bareArb,
+      (n, dims, bare) => {
+        checkResult(parseQuantity(n, { dims, bare: bare ?? undefined }), dims, n);
+      },
+    ),
     { numRuns: 2000 },
   );
 });
@@ -119,7 +221,12 @@ test('the quantity() schema never throws and its failures become findings with a
       c: z.array(quantity('bandwidth')).optional(),
     })
     .strict();
-  const value = fc.oneof(quantityText, fc.double(), fc.constantFrom(null, true, [], {}, '1k tokens'), fc.array(quantityText, { maxLength: 3 }));
+  const value = fc.oneof(
+    quantityText,
+    fc.double(),
+    fc.constantFrom(null, true, [], {}, '1k tokens'),
+    fc.array(quantityText, { maxLength: 3 }),
+  );
   fc.assert(
     fc.property(fc.record({ a: value, b: value, c: value, d: fc.option(value) }, { requiredKeys: [] }), (cell) => {
       const r = schema.safeParse(cell);

@@ -4,7 +4,13 @@ import { findGpu, findModel } from '../../src/core/catalog';
 import type { Setup } from '../../src/core/engine/types';
 import { hoverAt, setupAt } from '../../src/core/hover';
 
-const S: Setup = { name: 'day4', gpu: findGpu('a100-sxm4-80gb')!, model: findModel('qwen3-8b')!, weights: 'bf16', kvCache: 'bf16' };
+const S: Setup = {
+  name: 'day4',
+  gpu: findGpu('a100-sxm4-80gb')!,
+  model: findModel('qwen3-8b')!,
+  weights: 'bf16',
+  kvCache: 'bf16',
+};
 
 /** Hover at the first occurrence of `needle` in `source` (offset `k` characters into it). */
 function hover(source: string, needle: string, setup?: Setup, k = 1): string | undefined {
@@ -81,7 +87,12 @@ test('without a setup: only the units; on no quantity: nothing', () => {
 });
 
 test('setupAt: the setup in force for a cell, with its own overrides', () => {
-  const cells = ['setup: a\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n', 'setup: h\ngpu: h100-sxm\nmodel: qwen3-8b\n', 'predict: floors\nsetup: a\n', 'predict: floors\nweights: fp8\n'];
+  const cells = [
+    'setup: a\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n',
+    'setup: h\ngpu: h100-sxm\nmodel: qwen3-8b\n',
+    'predict: floors\nsetup: a\n',
+    'predict: floors\nweights: fp8\n',
+  ];
   assert.equal(setupAt(cells, 2, '.')?.gpu.id, 'a100-sxm4-80gb');
   const inline = setupAt(cells, 3, '.')!;
   assert.equal(inline.gpu.id, 'h100-sxm');

@@ -22,12 +22,20 @@ import { kvPool } from '../../src/core/physics/kvPool';
 
 const GiB = 2 ** 30;
 
-function setup(gpu = 'a100-sxm4-80gb', model = 'qwen3-8b', weights: Setup['weights'] = 'bf16', kvCache: Setup['kvCache'] = weights): Setup {
+function setup(
+  gpu = 'a100-sxm4-80gb',
+  model = 'qwen3-8b',
+  weights: Setup['weights'] = 'bf16',
+  kvCache: Setup['kvCache'] = weights,
+): Setup {
   return { name: 't', gpu: findGpu(gpu)!, model: findModel(model)!, weights, kvCache };
 }
 
 const near = (actual: number, expected: number, relTol: number, what: string) =>
-  assert.ok(Math.abs(actual / expected - 1) <= relTol, `${what}: ${actual} is not within ${relTol * 100}% of ${expected}`);
+  assert.ok(
+    Math.abs(actual / expected - 1) <= relTol,
+    `${what}: ${actual} is not within ${relTol * 100}% of ${expected}`,
+  );
 
 const S = setup();
 

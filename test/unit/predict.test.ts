@@ -41,9 +41,18 @@ test('decode-roofline: the named values and rows, with a log-x plot and the roof
   assert.equal(Math.round(v.asymptote_tok_s as number), 13_828);
   assert.equal(Math.round((v.compute_roof_tok_s as number) / 1000), 19);
   assert.equal(v.context_mode, 'fixed');
-  const rows = v.rows as { batch: number; step_ms: number; per_user_tok_s: number; aggregate_tok_s: number; bound: string }[];
+  const rows = v.rows as {
+    batch: number;
+    step_ms: number;
+    per_user_tok_s: number;
+    aggregate_tok_s: number;
+    bound: string;
+  }[];
   assert.deepEqual(Object.keys(rows[0]).sort(), ['aggregate_tok_s', 'batch', 'bound', 'per_user_tok_s', 'step_ms']);
-  assert.deepEqual(rows.map((x) => Math.round(x.aggregate_tok_s)), [123, 1741, 5054, 7403]);
+  assert.deepEqual(
+    rows.map((x) => Math.round(x.aggregate_tok_s)),
+    [123, 1741, 5054, 7403],
+  );
   const spec = vega(r);
   assert.equal(spec.layer[0].encoding.x.scale.type, 'log');
   assert.equal(spec.layer[1].mark.type, 'rule');
@@ -58,7 +67,9 @@ test('decode-roofline live-context variant averages input..input+output', async 
   assert.equal(r.values.context, 1500);
   assert.equal(r.values.context_mode, 'live');
   assert.match(plain(r), /live context: mean of 1,000\.\.2,000 = 1,500 tokens/);
-  const both = (await run(SETUP, 'predict: decode-roofline\ncontext: 1k tokens\ninput: 1k tokens\noutput: 1k tokens\n'))[1];
+  const both = (
+    await run(SETUP, 'predict: decode-roofline\ncontext: 1k tokens\ninput: 1k tokens\noutput: 1k tokens\n')
+  )[1];
   assert.equal(both.ok, false);
   assert.match(both.error!.message, /either "context:"/);
 });
@@ -97,7 +108,10 @@ test('floors: both prefill formulas, each named; decode step floor; ridge point'
   assert.equal(Math.round(r.values.ridge_flop_per_byte as number), 153);
   const text = plain(r);
   assert.match(text, /prefill floor, simple: 2 · params · N \/ peak\s+52\.5 ms/);
-  assert.match(text, /prefill floor, stricter count: no embedding gather, lm_head on the last token, \+ causal attention\s+45\.5 ms/);
+  assert.match(
+    text,
+    /prefill floor, stricter count: no embedding gather, lm_head on the last token, \+ causal attention\s+45\.5 ms/,
+  );
   assert.match(text, /ridge point = peak \/ BW\s+153 FLOP\/byte/);
   // `input:` is the same key; a prompt without a unit is tokens.
   const [, i] = await run(SETUP, 'predict: floors\ninput: 2000\n');
@@ -105,10 +119,16 @@ test('floors: both prefill formulas, each named; decode step floor; ridge point'
 });
 
 test('floors pick the peak of the weights dtype, and say when the card lacks it', async () => {
-  const [, h] = await run('setup: h\ngpu: h100-sxm\nmodel: qwen3-8b\nweights: fp8\nkv_cache: fp8\n', 'predict: floors\nprompt: 1k tokens\n');
+  const [, h] = await run(
+    'setup: h\ngpu: h100-sxm\nmodel: qwen3-8b\nweights: fp8\nkv_cache: fp8\n',
+    'predict: floors\nprompt: 1k tokens\n',
+  );
   assert.equal(h.values.peak_flops, 1979e12);
   assert.equal(h.values.kv_bytes_per_token, 73_728);
-  const [, a] = await run('setup: a\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nweights: fp8\n', 'predict: floors\nprompt: 1k tokens\n');
+  const [, a] = await run(
+    'setup: a\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nweights: fp8\n',
+    'predict: floors\nprompt: 1k tokens\n',
+  );
   assert.equal(a.values.peak_flops, 312e12);
   assert.match(plain(a), /no native fp8 peak/);
 });
@@ -176,7 +196,10 @@ test('the GB/GiB slip: an 80 GB card and a 3 GB activation guess; the warning sa
   assert.match(w.message, /80 GB = 74\.51 GiB/);
   assert.match(w.message, /"80GB" card holds 80 GiB/);
   assert.match(w.message, /355,712 tokens instead of 391,712 \(9\.2% under\)/);
-  assert.match(w.message, /activation_peak of 3\.00 GB .* far above .* 410,240 tokens, so the two slips together cost 13\.3%/);
+  assert.match(
+    w.message,
+    /activation_peak of 3\.00 GB .* far above .* 410,240 tokens, so the two slips together cost 13\.3%/,
+  );
   assert.match(w.cause!, /10\.5%/);
   assert.equal(w.quickFix?.edit.value, '80 GiB');
   // The setup's own warning on the same line stays too.
@@ -185,7 +208,11 @@ test('the GB/GiB slip: an 80 GB card and a 3 GB activation guess; the warning sa
   const analyzed = analyzeCells([SETUP, cell], os.tmpdir());
   assert.ok(analyzed[1].some((f) => f.code === 'kv-pool-gb-card-memory'));
   // Set in the setup cell instead: the warning points at the kv-pool cell and relates to the setup.
-  const [, , s] = await run(SETUP, 'setup: slip\ngpu: {base: a100-sxm4-80gb, memory: 80 GB}\nmodel: qwen3-8b\n', 'predict: kv-pool\n');
+  const [, , s] = await run(
+    SETUP,
+    'setup: slip\ngpu: {base: a100-sxm4-80gb, memory: 80 GB}\nmodel: qwen3-8b\n',
+    'predict: kv-pool\n',
+  );
   const ws = s.findings.find((f) => f.code === 'kv-pool-gb-card-memory')!;
   assert.deepEqual(ws.path, ['predict']);
   assert.equal(ws.related?.[0].cellIndex, 1);
@@ -196,11 +223,14 @@ test('roofline: roofs, ridge, and decode and prefill operating points', async ()
   assert.equal(r.ok, true, JSON.stringify(r.error));
   assert.equal(Math.round(r.values.ridge_flop_per_byte as number), 153);
   const pts = r.values.points as { label: string; kind: string; intensity: number; bound: string }[];
-  assert.deepEqual(pts.map((p) => [p.kind, p.bound]), [
-    ['decode', 'bandwidth'],
-    ['decode', 'bandwidth'],
-    ['prefill', 'compute'],
-  ]);
+  assert.deepEqual(
+    pts.map((p) => [p.kind, p.bound]),
+    [
+      ['decode', 'bandwidth'],
+      ['decode', 'bandwidth'],
+      ['prefill', 'compute'],
+    ],
+  );
   assert.ok(Math.abs(pts[0].intensity - 1) < 0.02); // batch-1 decode: ≈1 FLOP per byte
   const spec = vega(r);
   assert.equal(spec.layer[0].encoding.x.scale.type, 'log');
@@ -211,11 +241,26 @@ test('roofline: roofs, ridge, and decode and prefill operating points', async ()
 });
 
 test('`inflab eval examples/predict.yaml --json` prints the check values', () => {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'eval', 'examples/predict.yaml', '--json'], { cwd: root, encoding: 'utf8', env: { ...process.env, INFLAB_API_KEY: '' } });
+  const r = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', 'eval', 'examples/predict.yaml', '--json'],
+    { cwd: root, encoding: 'utf8', env: { ...process.env, INFLAB_API_KEY: '' } },
+  );
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { kind: string; name: string | null; values: Record<string, any> }[];
   const by = (n: string) => out.find((c) => c.name === n)!.values;
-  assert.deepEqual(out.map((c) => c.kind), ['setup', 'predict: decode-roofline', 'predict: decode-roofline', 'predict: floors', 'predict: kv-pool', 'predict: kv-pool', 'predict: roofline']);
+  assert.deepEqual(
+    out.map((c) => c.kind),
+    [
+      'setup',
+      'predict: decode-roofline',
+      'predict: decode-roofline',
+      'predict: floors',
+      'predict: kv-pool',
+      'predict: kv-pool',
+      'predict: roofline',
+    ],
+  );
   const d = by('decode');
   assert.equal(d.kv_bytes_per_token, 147_456);
   assert.equal((d.weights_bytes / 1e9).toFixed(2), '16.38');

@@ -20,13 +20,27 @@ before(() => {
 function evalJson(file: string) {
   const r = spawnSync(process.execPath, [cli, 'eval', file, '--json'], { cwd: root, encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
-  return JSON.parse(r.stdout) as { kind: string; name: string | null; values: Record<string, any>; findings: { severity: string; code: string; message: string; path: (string | number)[]; related?: { cellIndex?: number }[] }[] }[];
+  return JSON.parse(r.stdout) as {
+    kind: string;
+    name: string | null;
+    values: Record<string, any>;
+    findings: {
+      severity: string;
+      code: string;
+      message: string;
+      path: (string | number)[];
+      related?: { cellIndex?: number }[];
+    }[];
+  }[];
 }
 
 test('eval --json: a100/qwen3-8b setup, record day4 with prompt 1000 tokens and ttft 23 ms → the finding at ["ttft"]', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-record-'));
   const f = path.join(dir, 'day4.yaml');
-  fs.writeFileSync(f, 'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n---\nrecord: day4\nprompt: 1000 tokens\nttft: 23 ms\n');
+  fs.writeFileSync(
+    f,
+    'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n---\nrecord: day4\nprompt: 1000 tokens\nttft: 23 ms\n',
+  );
   const out = evalJson(f);
   assert.equal(out.length, 2);
   assert.equal(out[1].kind, 'record');
@@ -44,8 +58,12 @@ test('eval --json: a100/qwen3-8b setup, record day4 with prompt 1000 tokens and 
 test('eval --json on examples/record-compare.yaml: the record finding, and the compare verdicts with causes', () => {
   const out = evalJson(path.join(root, 'examples/record-compare.yaml'));
   const rec = out.find((c) => c.kind === 'record' && c.name === 'day4')!;
-  assert.deepEqual(rec.findings.map((f) => [f.code, f.path]), [['ttft-below-prefill-floor', ['ttft']]]);
-  for (const c of out.filter((x) => x.kind === 'record' && x.name !== 'day4')) assert.deepEqual(c.findings, [], `${c.name} is clean`);
+  assert.deepEqual(
+    rec.findings.map((f) => [f.code, f.path]),
+    [['ttft-below-prefill-floor', ['ttft']]],
+  );
+  for (const c of out.filter((x) => x.kind === 'record' && x.name !== 'day4'))
+    assert.deepEqual(c.findings, [], `${c.name} is clean`);
   const cmp = out.find((c) => c.kind === 'compare')!;
   const rows = cmp.values.rows as { quantity: string; verdict: string; cause: string; ratio: number }[];
   const ttft = rows.find((r) => r.quantity === 'TTFT')!;
@@ -54,5 +72,8 @@ test('eval --json on examples/record-compare.yaml: the record finding, and the c
   assert.ok(Math.abs(ttft.ratio - 23 / 52.5) < 1e-9);
   assert.equal(rows.find((r) => r.quantity === 'KV pool')!.verdict, '✅');
   assert.ok(rows.some((r) => r.quantity === 'aggregate tok/s @ batch 64'));
-  assert.deepEqual(cmp.findings.map((f) => [f.code, f.path]), [['ttft-below-prefill-floor', ['rows', 2, 'measured']]]);
+  assert.deepEqual(
+    cmp.findings.map((f) => [f.code, f.path]),
+    [['ttft-below-prefill-floor', ['rows', 2, 'measured']]],
+  );
 });

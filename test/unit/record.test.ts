@@ -15,22 +15,35 @@ async function run(cells: string[]) {
 }
 
 const plain = (r: { outputs: { items: { mime: string; data: unknown }[] }[] }) =>
-  r.outputs.flatMap((o) => o.items).filter((i) => i.mime === MIME.plain).map((i) => String(i.data)).join('\n');
+  r.outputs
+    .flatMap((o) => o.items)
+    .filter((i) => i.mime === MIME.plain)
+    .map((i) => String(i.data))
+    .join('\n');
 
 test('the ttft warning stands on the ttft line before running and after', async () => {
   const rec = 'record: day4\nprompt: 1000 tokens\nttft: 23 ms\n';
   const before = analyzeCells([SETUP, rec], os.tmpdir())[1];
-  assert.deepEqual(before.map((f) => [f.severity, f.code, f.path]), [['warning', 'ttft-below-prefill-floor', ['ttft']]]);
+  assert.deepEqual(
+    before.map((f) => [f.severity, f.code, f.path]),
+    [['warning', 'ttft-below-prefill-floor', ['ttft']]],
+  );
   const { results } = await run([SETUP, rec]);
   const r = results[1];
   assert.equal(r.ok, true);
   assert.equal(r.kind, 'record');
   assert.equal(r.name, 'day4', 'a record is named by its first line');
-  assert.deepEqual(r.findings.map((f) => [f.code, f.path]), [['ttft-below-prefill-floor', ['ttft']]]);
+  assert.deepEqual(
+    r.findings.map((f) => [f.code, f.path]),
+    [['ttft-below-prefill-floor', ['ttft']]],
+  );
   assert.deepEqual(r.values, { prompt_tokens: 1000, ttft_ms: 23 });
   const text = plain(r);
   assert.match(text, /ttft\s+23 ms\s+≥ 52\.5 ms prefill floor/);
-  assert.ok(r.outputs.some((o) => o.items.some((i) => i.mime === MIME.findings)), 'a findings section in the output');
+  assert.ok(
+    r.outputs.some((o) => o.items.some((i) => i.mime === MIME.findings)),
+    'a findings section in the output',
+  );
 });
 
 test('values carry their unit in the name; throughput in req/s and tok/s are told apart', async () => {

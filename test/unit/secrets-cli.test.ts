@@ -72,7 +72,10 @@ test('inflab run: bench cells against failing servers leave the key nowhere in w
   const before = Object.fromEntries(Object.entries(t.servers).map(([k, s]) => [k, s.sawKey]));
   const r = await run(['run', nbFile, '--out', out], { ...process.env, INFLAB_API_KEY: KEY });
   assert.ok(r.code === 0 || r.code === 1, `exits normally (code ${r.code}): ${r.stderr.toString().slice(-2000)}`);
-  assert.ok(fs.existsSync(out), `the executed notebook was written: ${r.stdout.toString().slice(-2000)}${r.stderr.toString().slice(-2000)}`);
+  assert.ok(
+    fs.existsSync(out),
+    `the executed notebook was written: ${r.stdout.toString().slice(-2000)}${r.stderr.toString().slice(-2000)}`,
+  );
   // The key was really planted: every reachable server received it.
   for (const [k, s] of Object.entries(t.servers)) assert.ok(s.sawKey > before[k], `the ${k} server received the key`);
   // The executed notebook has the bench cells' outputs (errors, records) to search.
@@ -99,8 +102,30 @@ test('inflab bench --json: the key is in no byte of the JSON, stdout or stderr',
     ['echo', t.servers.stream.url],
   ]) {
     const json = path.join(dir, `${name}.json`);
-    const r = await run(['bench', '--endpoint', url, '--input', '16', '--output', '8', '--concurrency', '1', '--requests', '2', '--timeout', '2', '--json', json], { ...process.env, INFLAB_API_KEY: KEY });
-    assert.ok(r.code === 0 || r.code === 1, `${name}: exits normally (code ${r.code}): ${r.stderr.toString().slice(-1500)}`);
+    const r = await run(
+      [
+        'bench',
+        '--endpoint',
+        url,
+        '--input',
+        '16',
+        '--output',
+        '8',
+        '--concurrency',
+        '1',
+        '--requests',
+        '2',
+        '--timeout',
+        '2',
+        '--json',
+        json,
+      ],
+      { ...process.env, INFLAB_API_KEY: KEY },
+    );
+    assert.ok(
+      r.code === 0 || r.code === 1,
+      `${name}: exits normally (code ${r.code}): ${r.stderr.toString().slice(-1500)}`,
+    );
     found.push(...leaks(`${name} stdout`, r.stdout), ...leaks(`${name} stderr`, r.stderr));
     if (fs.existsSync(json)) found.push(...leaks(`${name}.json`, fs.readFileSync(json)));
   }

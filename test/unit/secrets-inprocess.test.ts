@@ -58,7 +58,11 @@ test('in process (services.getApiKey): results, findings, progress updates and t
   ];
   assert.deepStrictEqual(found, [], `the key leaked:\n${found.join('\n')}`);
   // Requests are shown only with the Authorization header redacted.
-  assert.doesNotMatch(saved + JSON.stringify(progress), /Bearer (?!\[redacted\])[A-Za-z0-9._~+/-]{8,}/, 'an unredacted bearer token');
+  assert.doesNotMatch(
+    saved + JSON.stringify(progress),
+    /Bearer (?!\[redacted\])[A-Za-z0-9._~+/-]{8,}/,
+    'an unredacted bearer token',
+  );
   // The failures were recorded (so there was something to leak): error kinds from the servers.
   const text = JSON.stringify(results);
   for (const kind of ['401', '500', '429']) assert.ok(text.includes(kind), `the ${kind} failure is in the results`);
@@ -82,12 +86,19 @@ function hostileServer(): Promise<{ url: string; models: string[]; close(): Prom
       req.on('end', () => {
         if (url.startsWith('/v1/models')) {
           res.writeHead(200, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ object: 'list', data: [{ id: `model-${KEY}`, object: 'model', max_model_len: KEY, owned_by: KEY }] }));
+          res.end(
+            JSON.stringify({
+              object: 'list',
+              data: [{ id: `model-${KEY}`, object: 'model', max_model_len: KEY, owned_by: KEY }],
+            }),
+          );
           return;
         }
         if (url.startsWith('/metrics')) {
           res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-          res.end(`# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="${KEY}"} 1\nvllm:prefix_cache_queries_total{k="${KEY}"} 10\nvllm:prefix_cache_hits_total{k="${KEY}"} 1\nvllm:${SECRET}_total 3\n`);
+          res.end(
+            `# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="${KEY}"} 1\nvllm:prefix_cache_queries_total{k="${KEY}"} 10\nvllm:prefix_cache_hits_total{k="${KEY}"} 1\nvllm:${SECRET}_total 3\n`,
+          );
           return;
         }
         if (!url.startsWith('/v1/')) {
@@ -106,7 +117,14 @@ function hostileServer(): Promise<{ url: string; models: string[]; close(): Prom
         if (k === 4) {
           // Only a piece of the secret, as services that mask keys show them; and base64 of the header.
           res.writeHead(400, { 'content-type': 'application/json' });
-          res.end(JSON.stringify({ error: { message: `Incorrect API key provided: sk-****${SECRET.slice(4, 20)}****`, echoed: Buffer.from(String(req.headers.authorization)).toString('base64') } }));
+          res.end(
+            JSON.stringify({
+              error: {
+                message: `Incorrect API key provided: sk-****${SECRET.slice(4, 20)}****`,
+                echoed: Buffer.from(String(req.headers.authorization)).toString('base64'),
+              },
+            }),
+          );
           return;
         }
         res.writeHead(200, { 'content-type': 'text/event-stream' });
@@ -115,7 +133,13 @@ function hostileServer(): Promise<{ url: string; models: string[]; close(): Prom
         else if (k === 1) res.end(chunk({ error: { message: `${'e'.repeat(290)}${KEY} and more` } }));
         else if (k === 2) res.end(`data: {"choices": [{"text": "${'m'.repeat(80)}${KEY}" not json\n\n`);
         else if (k === 3) res.end(`${'s'.repeat(100)}${KEY}: not an SSE line\n\n`);
-        else res.end(chunk({ choices: [{ index: 0, text: 'b' }], usage: { prompt_tokens: 16, completion_tokens: 2, note: KEY } }) + 'data: [DONE]\n\n');
+        else
+          res.end(
+            chunk({
+              choices: [{ index: 0, text: 'b' }],
+              usage: { prompt_tokens: 16, completion_tokens: 2, note: KEY },
+            }) + 'data: [DONE]\n\n',
+          );
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -139,17 +163,26 @@ test('a server that names its model after the key and echoes it in every failure
     const ctx = createNotebookContext(TMP, { getApiKey: async () => KEY });
     const setup = await runCell(`setup: named\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${srv.url}\n`, 0, ctx);
     assert.ok(setup.ok, setup.error?.message);
-    const r = await runCell('bench: sweep\ninput: 16 tokens\noutput: 8 tokens\nconcurrency: [1]\nrequests: 6\non_failure: continue\n', 1, ctx, { onProgress: (u) => progress.push(u) });
+    const r = await runCell(
+      'bench: sweep\ninput: 16 tokens\noutput: 8 tokens\nconcurrency: [1]\nrequests: 6\non_failure: continue\n',
+      1,
+      ctx,
+      { onProgress: (u) => progress.push(u) },
+    );
     const text = JSON.stringify(r);
     const found = [...leaks('result', text), ...leaks('progress updates', JSON.stringify(progress))];
     assert.deepStrictEqual(found, [], `the key leaked:\n${found.join('\n')}`);
     // Requests named the model as the server did; what is shown names it redacted, and says why.
     assert.equal(srv.models.length, 6, 'six requests reached the server');
-    assert.ok(srv.models.every((m) => m === `model-${KEY}`), 'requests carry the model id the server gave');
+    assert.ok(
+      srv.models.every((m) => m === `model-${KEY}`),
+      'requests carry the model id the server gave',
+    );
     assert.equal((r.values as Record<string, unknown>).model, 'model-[redacted]');
     assert.match(text, /contained the API key/);
     // The failures were recorded (so there was text to leak), each of its kind.
-    for (const kind of ['api-error', 'malformed-json', 'malformed-sse', 'bad-request']) assert.ok(text.includes(kind), `a ${kind} failure is in the result`);
+    for (const kind of ['api-error', 'malformed-json', 'malformed-sse', 'bad-request'])
+      assert.ok(text.includes(kind), `a ${kind} failure is in the result`);
     assert.match(text, /\[redacted\]/);
   } finally {
     await srv.close();

@@ -11,7 +11,10 @@ import { KEY, leaks, SECRET } from '../support/plantedKey';
 
 test('the whole key, a piece of it, and the key with its case changed are removed', () => {
   assert.equal(redact(`model-${KEY}`, KEY), 'model-[redacted]');
-  assert.equal(redact(`Incorrect API key provided: sk-****${SECRET.slice(4, 20)}****`, KEY), 'Incorrect API key provided: sk-****[redacted]****');
+  assert.equal(
+    redact(`Incorrect API key provided: sk-****${SECRET.slice(4, 20)}****`, KEY),
+    'Incorrect API key provided: sk-****[redacted]****',
+  );
   assert.equal(redact(`upper ${KEY.toUpperCase()} end`, KEY), 'upper [redacted] end');
   // Two separate pieces are two redactions; the text between them stays.
   assert.equal(redact(`${SECRET.slice(0, 10)} and ${SECRET.slice(20)}`, KEY), '[redacted] and [redacted]');
@@ -34,17 +37,29 @@ test('a URL- or JSON-escaped key is removed; a short key only whole', () => {
   assert.equal(redact(`q=${encodeURIComponent(odd)}&x=1`, odd), 'q=[redacted]&x=1');
   assert.equal(redact(JSON.stringify({ k: odd }), odd), '{"k":"[redacted]"}');
   assert.equal(redact('the key is EMPTY, EMPTYISH', 'EMPTY'), 'the key is [redacted], [redacted]ISH');
-  assert.equal(redact('abcdefgh', 'abc'), 'abcdefgh', 'keys under 4 characters are not redacted (they would eat ordinary text)');
+  assert.equal(
+    redact('abcdefgh', 'abc'),
+    'abcdefgh',
+    'keys under 4 characters are not redacted (they would eat ordinary text)',
+  );
 });
 
 test('bearer tokens and Authorization values are removed without a key', () => {
-  assert.equal(redact('sent Authorization: Bearer abc.def-123 to the server'), 'sent Authorization: [redacted] to the server');
+  assert.equal(
+    redact('sent Authorization: Bearer abc.def-123 to the server'),
+    'sent Authorization: [redacted] to the server',
+  );
   assert.equal(redact('{"authorization":"Bearer xyz12345"}'), '{"authorization":"[redacted]"}');
   assert.equal(redact('header bearer tok_ABCDEFG end'), 'header Bearer [redacted] end');
 });
 
 test('ordinary text comes through unchanged', () => {
-  const texts = ['HTTP 500: {"error":{"message":"upstream failed","type":"server_error"}}', 'the stream closed after 3 chunks without usage or [DONE]', 'model qwen3-8b, max_model_len 32768', ''];
+  const texts = [
+    'HTTP 500: {"error":{"message":"upstream failed","type":"server_error"}}',
+    'the stream closed after 3 chunks without usage or [DONE]',
+    'model qwen3-8b, max_model_len 32768',
+    '',
+  ];
   for (const t of texts) assert.equal(redact(t, KEY), t);
 });
 
@@ -58,23 +73,49 @@ test('redactCut: a key straddling the cut leaves no piece behind', () => {
 });
 
 test('redactDeep: strings anywhere in a result are redacted, numbers and shapes kept', () => {
-  const v = { model: `m-${KEY}`, notes: [`a ${KEY}`, 'b'], points: [{ records: { chunk_ms: [1, 2.5, 3], error_message: [null, `HTTP 401: ${KEY}`] }, n: 3 }], ok: true };
+  const v = {
+    model: `m-${KEY}`,
+    notes: [`a ${KEY}`, 'b'],
+    points: [{ records: { chunk_ms: [1, 2.5, 3], error_message: [null, `HTTP 401: ${KEY}`] }, n: 3 }],
+    ok: true,
+  };
   const out = redactDeep(v, KEY);
-  assert.deepStrictEqual(out, { model: 'm-[redacted]', notes: ['a [redacted]', 'b'], points: [{ records: { chunk_ms: [1, 2.5, 3], error_message: [null, 'HTTP 401: [redacted]'] }, n: 3 }], ok: true });
+  assert.deepStrictEqual(out, {
+    model: 'm-[redacted]',
+    notes: ['a [redacted]', 'b'],
+    points: [{ records: { chunk_ms: [1, 2.5, 3], error_message: [null, 'HTTP 401: [redacted]'] }, n: 3 }],
+    ok: true,
+  });
 });
 
 test('property: any text holding the key, a 12-character piece of it or its base64 holds none of them after redact()', () => {
-  const keyArb = fc.tuple(fc.constantFrom('sk-', 'sk-proj-', 'tok_', ''), fc.stringMatching(/^[A-Za-z0-9_-]{16,48}$/)).map(([p, s]) => p + s);
+  const keyArb = fc
+    .tuple(fc.constantFrom('sk-', 'sk-proj-', 'tok_', ''), fc.stringMatching(/^[A-Za-z0-9_-]{16,48}$/))
+    .map(([p, s]) => p + s);
   fc.assert(
-    fc.property(keyArb, fc.string({ maxLength: 40 }), fc.string({ maxLength: 40 }), fc.nat(), fc.constantFrom('whole', 'piece', 'base64', 'upper'), (key, before, after, cut, form) => {
-      const secret = key.replace(/^(sk-proj-|sk-|tok_)/, '');
-      const start = cut % Math.max(1, secret.length - 11);
-      const planted = form === 'whole' ? key : form === 'piece' ? secret.slice(start, start + 12) : form === 'upper' ? key.toUpperCase() : Buffer.from(`${before}${key}`).toString('base64');
-      const out = redact(`${before}${planted}${after}`, key);
-      const needles = [key, ...Array.from({ length: secret.length - 11 }, (_, i) => secret.slice(i, i + 12))];
-      for (const n of needles) if (out.toLowerCase().includes(n.toLowerCase())) return false;
-      return !out.includes(Buffer.from(key).toString('base64').slice(4, -4));
-    }),
+    fc.property(
+      keyArb,
+      fc.string({ maxLength: 40 }),
+      fc.string({ maxLength: 40 }),
+      fc.nat(),
+      fc.constantFrom('whole', 'piece', 'base64', 'upper'),
+      (key, before, after, cut, form) => {
+        const secret = key.replace(/^(sk-proj-|sk-|tok_)/, '');
+        const start = cut % Math.max(1, secret.length - 11);
+        const planted =
+          form === 'whole'
+            ? key
+            : form === 'piece'
+              ? secret.slice(start, start + 12)
+              : form === 'upper'
+                ? key.toUpperCase()
+                : Buffer.from(`${before}${key}`).toString('base64');
+        const out = redact(`${before}${planted}${after}`, key);
+        const needles = [key, ...Array.from({ length: secret.length - 11 }, (_, i) => secret.slice(i, i + 12))];
+        for (const n of needles) if (out.toLowerCase().includes(n.toLowerCase())) return false;
+        return !out.includes(Buffer.from(key).toString('base64').slice(4, -4));
+      },
+    ),
     { numRuns: 300 },
   );
 });

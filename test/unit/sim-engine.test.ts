@@ -13,7 +13,14 @@ import { decodeRoofline, prefillFloorSimple } from '../../src/core/physics';
 import { ENGINE_DEFAULTS, SimEngine } from '../../src/core/sim/engine';
 import { promptGenerator, runLoad } from '../../src/core/sim/load';
 
-const setup: Setup = { name: 'day4', gpu: findGpu('a100-sxm4-80gb')!, model: findModel('qwen3-8b')!, weights: 'bf16', kvCache: 'bf16', endpoint: 'sim' };
+const setup: Setup = {
+  name: 'day4',
+  gpu: findGpu('a100-sxm4-80gb')!,
+  model: findModel('qwen3-8b')!,
+  weights: 'bf16',
+  kvCache: 'bf16',
+  endpoint: 'sim',
+};
 const rel = (a: number, b: number) => Math.abs(a / b - 1);
 
 test('batch-1 decode step = decode floor (+ one request KV) + step overhead ≈ 11.3 ms', () => {
@@ -48,8 +55,14 @@ test('chunked prefill: a prompt over max_num_batched_tokens takes several steps,
   const e = new SimEngine({ setup, maxNumBatchedTokens: 8192 });
   e.add({ prompt: promptGenerator(2, e.cfg.vocab)(20_000), maxTokens: 2, ignoreEos: true });
   const steps = [e.step()!, e.step()!, e.step()!];
-  assert.deepEqual(steps.map((s) => s.prefillTokens), [8192, 8192, 3616]);
-  assert.deepEqual(steps.map((s) => s.tokens.length), [0, 0, 1]);
+  assert.deepEqual(
+    steps.map((s) => s.prefillTokens),
+    [8192, 8192, 3616],
+  );
+  assert.deepEqual(
+    steps.map((s) => s.tokens.length),
+    [0, 0, 1],
+  );
   // Compute-bound: each full chunk costs at least its FLOPs at the stated MFU.
   const flops = 2 * setup.model.params.active * 8192;
   assert.ok(steps[0].duration > flops / (e.cfg.peak * e.cfg.prefillMfu));
@@ -68,7 +81,10 @@ test('closed-loop concurrency curve lies below the decode roofline, and the gap 
   for (const r of rows) assert.ok(r.sim < r.roof, `c=${r.c}: ${r.sim} ≥ roofline ${r.roof}`);
   for (let i = 1; i < rows.length; i++) {
     assert.ok(rows[i].gap > rows[i - 1].gap, `absolute gap grows: ${rows.map((r) => r.gap.toFixed(0))}`);
-    assert.ok(rows[i].ratio < rows[i - 1].ratio + 0.005, `fraction of the roofline does not recover: ${rows.map((r) => r.ratio.toFixed(3))}`);
+    assert.ok(
+      rows[i].ratio < rows[i - 1].ratio + 0.005,
+      `fraction of the roofline does not recover: ${rows.map((r) => r.ratio.toFixed(3))}`,
+    );
   }
   assert.ok(rows[0].ratio > 0.6 && rows[0].ratio < 0.8, 'batch 1 runs at about 71% of the ceiling (11.3 vs 8.03 ms)');
   assert.ok(rows[3].ratio < rows[0].ratio - 0.1, `batch 64 loses much more: ${rows.map((r) => r.ratio.toFixed(3))}`);
@@ -98,7 +114,10 @@ test('prefix-cache trap: the same prompt set run twice gets TTFT below the prefi
       assert.ok(t2.median < floorMs, `second pass: median TTFT ${t2.median} ms < floor ${floorMs} ms`);
       assert.ok(second.prefixHits / second.prefixQueries > 0.95, 'hit rate = hits / queries ≈ 1 on the repeat');
       assert.equal(first.prefixHits, 0);
-      assert.ok(second.records.every((r) => (r.cachedTokens ?? 0) >= 992), 'cached_tokens: every full block but the last token');
+      assert.ok(
+        second.records.every((r) => (r.cachedTokens ?? 0) >= 992),
+        'cached_tokens: every full block but the last token',
+      );
     } else {
       assert.ok(t2.min > floorMs, `caching off: TTFT ${t2.min} ms stays above the floor`);
       assert.equal(second.prefixQueries, 0);
@@ -120,9 +139,16 @@ test('prefix cache evicts least-recently-used blocks when the pool needs them', 
 test("Little's law holds on the simulator's own output (engine occupancy against λ·W)", () => {
   for (const load of [{ concurrency: 8 }, { rate: 3 }]) {
     const r = runLoad(new SimEngine({ setup }), { input: 500, output: 200, requests: 80, seed: 3, ...load });
-    const m = summarizeRecords(r.records, { latencyFrom: 'concurrency' in load ? 'sent' : 'scheduled', observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 });
+    const m = summarizeRecords(r.records, {
+      latencyFrom: 'concurrency' in load ? 'sent' : 'scheduled',
+      observedInFlight: r.observedInFlight,
+      durationMs: r.durationS * 1000,
+    });
     assert.equal(m.completed, 80);
-    assert.ok(Math.abs(m.little.error!) < 0.02, `${JSON.stringify(load)}: λW ${m.little.predicted_in_flight} vs L ${r.observedInFlight}`);
+    assert.ok(
+      Math.abs(m.little.error!) < 0.02,
+      `${JSON.stringify(load)}: λW ${m.little.predicted_in_flight} vs L ${r.observedInFlight}`,
+    );
   }
 });
 
@@ -165,29 +191,56 @@ test('EOS: sampled lengths without ignore_eos, min_tokens respected, max_tokens 
 });
 
 test('deterministic: the same seed gives the same records', () => {
-  const run = () => runLoad(new SimEngine({ setup }), { input: 300, output: 50, requests: 20, rate: 5, seed: 4 }).records.map((r) => [r.sentMs, r.chunkMs[0], r.endMs]);
+  const run = () =>
+    runLoad(new SimEngine({ setup }), { input: 300, output: 50, requests: 20, rate: 5, seed: 4 }).records.map((r) => [
+      r.sentMs,
+      r.chunkMs[0],
+      r.endMs,
+    ]);
   assert.deepEqual(run(), run());
 });
 
 test('predict: serving reports bench metrics per point, the roofline decomposition and its assumptions', async () => {
   const ctx = createNotebookContext(process.cwd(), {});
   assert.ok((await runCell('setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n', 0, ctx)).ok);
-  const r = await runCell('predict: serving\ninput: 1000 tokens\noutput: 100 tokens\nconcurrency: [1, 8]\nrequests: 16\n', 1, ctx);
+  const r = await runCell(
+    'predict: serving\ninput: 1000 tokens\noutput: 100 tokens\nconcurrency: [1, 8]\nrequests: 16\n',
+    1,
+    ctx,
+  );
   assert.ok(r.ok, JSON.stringify(r.error ?? r.findings));
   const v = r.values as any;
   assert.equal(v.points.length, 2);
   for (const p of v.points) {
-    for (const k of ['ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms']) assert.ok(Number.isFinite(p.metrics[k].median) && Number.isFinite(p.metrics[k].p.p99), k);
+    for (const k of ['ttft_ms', 'tpot_ms', 'itl_ms', 'e2e_ms'])
+      assert.ok(Number.isFinite(p.metrics[k].median) && Number.isFinite(p.metrics[k].p.p99), k);
     assert.ok(p.simulated_tok_s < p.roofline_with_overhead_tok_s && p.roofline_with_overhead_tok_s < p.roofline_tok_s);
     assert.ok(Math.abs(p.roofline_tok_s - p.overhead_loss_tok_s - p.prefill_loss_tok_s - p.simulated_tok_s) < 1e-6);
     assert.equal(p.preemptions, 0);
   }
   assert.equal(v.assumptions.prefill_mfu, ENGINE_DEFAULTS.prefillMfu);
-  const text = r.outputs.flatMap((o) => o.items.filter((i) => i.mime === 'text/plain').map((i) => String(i.data))).join('\n');
-  for (const k of ['prefill_mfu', 'step_overhead', 'max_num_seqs', 'max_num_batched_tokens', 'prefix_caching', '(default']) assert.ok(text.includes(k), k);
-  assert.ok(r.outputs.some((o) => o.items.some((i) => i.mime === 'image/svg+xml')), 'a plot');
+  const text = r.outputs
+    .flatMap((o) => o.items.filter((i) => i.mime === 'text/plain').map((i) => String(i.data)))
+    .join('\n');
+  for (const k of [
+    'prefill_mfu',
+    'step_overhead',
+    'max_num_seqs',
+    'max_num_batched_tokens',
+    'prefix_caching',
+    '(default',
+  ])
+    assert.ok(text.includes(k), k);
+  assert.ok(
+    r.outputs.some((o) => o.items.some((i) => i.mime === 'image/svg+xml')),
+    'a plot',
+  );
 
-  const trap = await runCell('predict: serving\ninput: 1000 tokens\noutput: 20 tokens\nconcurrency: [4, 4]\nrequests: 8\nseed: 42\n', 2, ctx);
+  const trap = await runCell(
+    'predict: serving\ninput: 1000 tokens\noutput: 20 tokens\nconcurrency: [4, 4]\nrequests: 8\nseed: 42\n',
+    2,
+    ctx,
+  );
   assert.ok(trap.findings.some((f) => f.code === 'fixed-seed-prefix-cache' && f.path[0] === 'seed'));
   assert.ok(trap.findings.some((f) => f.code === 'ttft-below-prefill-floor'));
   const both = await runCell('predict: serving\ninput: 100\noutput: 10\nconcurrency: 2\nrate: 1\n', 3, ctx);
@@ -198,8 +251,11 @@ test('speed: 8 concurrency points × 200 requests of 1k in / 1k out in virtual t
   const e = new SimEngine({ setup });
   const t0 = performance.now();
   let steps = 0;
-  for (const [i, c] of [1, 2, 4, 8, 16, 32, 64, 128].entries()) steps += runLoad(e, { input: 1000, output: 1000, requests: 200, concurrency: c, seed: i }).steps;
+  for (const [i, c] of [1, 2, 4, 8, 16, 32, 64, 128].entries())
+    steps += runLoad(e, { input: 1000, output: 1000, requests: 200, concurrency: c, seed: i }).steps;
   const ms = performance.now() - t0;
-  t.diagnostic(`sim sweep 8×200×(1k in/1k out): ${ms.toFixed(0)} ms wall, ${steps} engine steps, ${(e.counters.generationTokens / 1e6).toFixed(2)} M tokens`);
+  t.diagnostic(
+    `sim sweep 8×200×(1k in/1k out): ${ms.toFixed(0)} ms wall, ${steps} engine steps, ${(e.counters.generationTokens / 1e6).toFixed(2)} M tokens`,
+  );
   assert.equal(e.counters.finished, 1600);
 });

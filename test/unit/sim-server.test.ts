@@ -20,22 +20,40 @@ let sim: SimServer;
 const lines: string[] = [];
 
 before(async () => {
-  sim = await startSimServer({ port: 0, speed: SPEED, log: (l) => lines.push(l), statsIntervalS: 0.2, engine: { maxModelLen: 4096 } });
+  sim = await startSimServer({
+    port: 0,
+    speed: SPEED,
+    log: (l) => lines.push(l),
+    statsIntervalS: 0.2,
+    engine: { maxModelLen: 4096 },
+  });
 });
 after(async () => {
   await sim.close();
 });
 
-function post(url: string, body: unknown, raw = false): Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }> {
+function post(
+  url: string,
+  body: unknown,
+  raw = false,
+): Promise<{ status: number; text: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
     const data = raw ? String(body) : JSON.stringify(body);
-    const req = http.request(url, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode!, text, headers: res.headers }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      url,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, text, headers: res.headers }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -62,7 +80,16 @@ function sse(text: string): string[] {
 test('streams /v1/completions as vLLM does: one chunk per token, finish_reason on the last, then usage, then [DONE]', async () => {
   const prompt = Array.from({ length: 100 }, (_, i) => 1000 + i);
   const t0 = performance.now();
-  const r = await post(`${sim.url}/v1/completions`, { model: sim.model, prompt, max_tokens: 20, ignore_eos: true, stream: true, stream_options: { include_usage: true }, top_p: 0.9, top_k: 50 });
+  const r = await post(`${sim.url}/v1/completions`, {
+    model: sim.model,
+    prompt,
+    max_tokens: 20,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
+    top_p: 0.9,
+    top_k: 50,
+  });
   const wallMs = performance.now() - t0;
   assert.equal(r.status, 200);
   assert.match(String(r.headers['content-type']), /^text\/event-stream/);
@@ -78,7 +105,10 @@ test('streams /v1/completions as vLLM does: one chunk per token, finish_reason o
     assert.equal(typeof c.choices[0].text, 'string');
     assert.equal(c.usage, null);
   }
-  assert.deepEqual(withChoice.slice(0, -1).map((c) => c.choices[0].finish_reason), Array(19).fill(null));
+  assert.deepEqual(
+    withChoice.slice(0, -1).map((c) => c.choices[0].finish_reason),
+    Array(19).fill(null),
+  );
   assert.equal(withChoice.at(-1).choices[0].finish_reason, 'length');
   const usage = chunks.at(-1);
   assert.deepEqual(usage.choices, []);
@@ -89,13 +119,25 @@ test('streams /v1/completions as vLLM does: one chunk per token, finish_reason o
   // Tokens leave at the simulated step ends: 20 steps of ≥ 11.3 ms each, divided by the speed factor.
   assert.ok(wallMs >= (20 * 11.3) / SPEED, `${wallMs} ms`);
   // The same prompt again is served from the prefix cache (every full block but the last token).
-  const again = await post(`${sim.url}/v1/completions`, { prompt, max_tokens: 2, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+  const again = await post(`${sim.url}/v1/completions`, {
+    prompt,
+    max_tokens: 2,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   const u2 = JSON.parse(sse(again.text).at(-2)!);
   assert.equal(u2.usage.prompt_tokens_details.cached_tokens, 96);
 });
 
 test('/v1/chat/completions streams a role chunk, content chunks and usage; non-streaming returns one object', async () => {
-  const r = await post(`${sim.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 5, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+  const r = await post(`${sim.url}/v1/chat/completions`, {
+    messages: [{ role: 'user', content: 'Hello there' }],
+    max_tokens: 5,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   const ev = sse(r.text);
   assert.equal(ev.at(-1), '[DONE]');
   const chunks = ev.slice(0, -1).map((d) => JSON.parse(d));
@@ -105,7 +147,11 @@ test('/v1/chat/completions streams a role chunk, content chunks and usage; non-s
   assert.equal(content.length, 5);
   assert.equal(content.at(-1).choices[0].finish_reason, 'length');
   assert.equal(chunks.at(-1).usage.completion_tokens, 5);
-  const plain = await post(`${sim.url}/v1/chat/completions`, { messages: [{ role: 'user', content: 'Hi' }], max_tokens: 3, ignore_eos: true });
+  const plain = await post(`${sim.url}/v1/chat/completions`, {
+    messages: [{ role: 'user', content: 'Hi' }],
+    max_tokens: 3,
+    ignore_eos: true,
+  });
   const body = JSON.parse(plain.text);
   assert.equal(body.object, 'chat.completion');
   assert.equal(body.choices[0].message.role, 'assistant');
@@ -186,22 +232,37 @@ test('/metrics parses as Prometheus text with vLLM names, and its counters match
   const val = (n: string) => Number(by.get(n)!.metrics[0].value);
   assert.equal(by.get('vllm:generation_tokens_total')!.metrics[0].labels.model_name, sim.model);
   assert.equal(val('vllm:generation_tokens_total'), before);
-  assert.ok(val('vllm:prefix_cache_hits_total') >= 48 && val('vllm:prefix_cache_hits_total') <= val('vllm:prefix_cache_queries_total'));
+  assert.ok(
+    val('vllm:prefix_cache_hits_total') >= 48 &&
+      val('vllm:prefix_cache_hits_total') <= val('vllm:prefix_cache_queries_total'),
+  );
   const ttft = by.get('vllm:time_to_first_token_seconds')!;
   assert.equal(ttft.type, 'HISTOGRAM');
   // (This parser folds labelled histograms into their buckets: the +Inf bucket is the count.)
   const e2e = by.get('vllm:e2e_request_latency_seconds')!.metrics[0];
   assert.equal(Number(e2e.buckets['+Inf']), sim.engine.counters.finished);
   const b = ttft.metrics[0].buckets as Record<string, string>;
-  const les = Object.keys(b).filter((k) => k !== '+Inf').map(Number);
-  for (let i = 1; i < les.length; i++) assert.ok(Number(b[String(les[i])] ?? b[les[i].toFixed(1)]) >= Number(b[String(les[i - 1])] ?? b[les[i - 1].toFixed(1)]), 'cumulative buckets');
+  const les = Object.keys(b)
+    .filter((k) => k !== '+Inf')
+    .map(Number);
+  for (let i = 1; i < les.length; i++)
+    assert.ok(
+      Number(b[String(les[i])] ?? b[les[i].toFixed(1)]) >= Number(b[String(les[i - 1])] ?? b[les[i - 1].toFixed(1)]),
+      'cumulative buckets',
+    );
   assert.equal(Number(b['+Inf']), sim.engine.counters.finished);
 });
 
 test('stays up under 1,000 concurrent connections', async () => {
   const N = 1000;
   const results = await Promise.all(
-    Array.from({ length: N }, (_, i) => post(`${sim.url}/v1/completions`, { prompt: `request ${i}`, max_tokens: 2, ignore_eos: true }).catch((e) => ({ status: 0, text: String(e), headers: {} }))),
+    Array.from({ length: N }, (_, i) =>
+      post(`${sim.url}/v1/completions`, { prompt: `request ${i}`, max_tokens: 2, ignore_eos: true }).catch((e) => ({
+        status: 0,
+        text: String(e),
+        headers: {},
+      })),
+    ),
   );
   const ok = results.filter((r) => r.status === 200);
   assert.equal(ok.length, N, results.find((r) => r.status !== 200)?.text);
@@ -223,9 +284,15 @@ test('vLLM-format log: startup facts, access lines and the V1 stats line', async
   assert.match(find(/Maximum concurrency for/)!, /Maximum concurrency for 4,096 tokens per request: 100\.16x$/);
   assert.ok(find(/Using FlashInfer for top-p & top-k sampling\.$/));
   assert.ok(find(/Model loading took [\d.]+ GiB memory and [\d.]+ seconds$/));
-  const access = L.filter((l) => /INFO: {5}127\.0\.0\.1:\d+ - "POST \/v1\/completions HTTP\/1\.1" (200 OK|400 Bad Request)$/.test(l));
+  const access = L.filter((l) =>
+    /INFO: {5}127\.0\.0\.1:\d+ - "POST \/v1\/completions HTTP\/1\.1" (200 OK|400 Bad Request)$/.test(l),
+  );
   assert.ok(access.length >= 1);
-  const stats = L.filter((l) => /Engine 000: Avg prompt throughput: [\d.]+ tokens\/s, Avg generation throughput: [\d.]+ tokens\/s, Running: \d+ reqs, Waiting: \d+ reqs, Preemptions: \d+, GPU KV cache usage: [\d.]+%, Prefix cache hit rate: [\d.]+%$/.test(l));
+  const stats = L.filter((l) =>
+    /Engine 000: Avg prompt throughput: [\d.]+ tokens\/s, Avg generation throughput: [\d.]+ tokens\/s, Running: \d+ reqs, Waiting: \d+ reqs, Preemptions: \d+, GPU KV cache usage: [\d.]+%, Prefix cache hit rate: [\d.]+%$/.test(
+      l,
+    ),
+  );
   assert.ok(stats.length >= 1, 'a stats line while busy');
   assert.ok(stats.every((l) => prefix.test(l)));
 });
@@ -234,7 +301,25 @@ test('a log file and `inflab sim` as a process: prints "listening on http://127.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-sim-'));
   const logFile = path.join(dir, 'vllm.log');
   const root = path.resolve(import.meta.dirname, '../..');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'sim', '--port', '0', '--speed', '100', '--log', logFile, '--no-prefix-caching', '--max-num-seqs', '64'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'src/cli/main.ts',
+      'sim',
+      '--port',
+      '0',
+      '--speed',
+      '100',
+      '--log',
+      logFile,
+      '--no-prefix-caching',
+      '--max-num-seqs',
+      '64',
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   try {
     const url = await new Promise<string>((resolve, reject) => {
       let out = '';
@@ -267,7 +352,10 @@ test('tokens never leave before their step is due, and every step is reported to
     const r = await post(`${s.url}/v1/completions`, { prompt: 'abc', max_tokens: 12, ignore_eos: true, stream: true });
     assert.equal(r.status, 200);
     assert.equal(sse(r.text).filter((d) => d !== '[DONE]' && JSON.parse(d).choices.length).length, 12);
-    assert.equal(steps.reduce((a, x) => a + x.tokens, 0), 12);
+    assert.equal(
+      steps.reduce((a, x) => a + x.tokens, 0),
+      12,
+    );
     for (const x of steps) assert.ok(x.startMs >= x.dueMs && x.endMs >= x.startMs, JSON.stringify(x));
   } finally {
     await s.close();

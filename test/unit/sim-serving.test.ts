@@ -17,7 +17,11 @@ async function notebook() {
 
 test('requests: 100000000 is refused before running, at requests, saying what to write instead', async () => {
   const ctx = await notebook();
-  const r = await runCell('predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [1, 8]\nrequests: 100000000\n', 1, ctx);
+  const r = await runCell(
+    'predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [1, 8]\nrequests: 100000000\n',
+    1,
+    ctx,
+  );
   assert.equal(r.ok, false);
   const f = r.findings.find((x) => x.severity === 'error' && x.path[0] === 'requests');
   assert.ok(f, JSON.stringify(r.findings));
@@ -28,7 +32,11 @@ test('requests: 100000000 is refused before running, at requests, saying what to
 test('the whole sweep is capped too: points × requests × (input + output)', async () => {
   const ctx = await notebook();
   const points = Array.from({ length: 40 }, (_, i) => i + 1).join(', ');
-  const r = await runCell(`predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [${points}]\nrequests: 1000\n`, 1, ctx);
+  const r = await runCell(
+    `predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [${points}]\nrequests: 1000\n`,
+    1,
+    ctx,
+  );
   assert.equal(r.ok, false);
   const f = r.findings.find((x) => x.path[0] === 'requests');
   assert.ok(f);
@@ -49,27 +57,37 @@ test('a long prediction yields to the event loop, reports progress, and stops on
   const iv = setInterval(() => {
     if (!resolved) ticks++;
   }, 1);
-  const pending = runCell('predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [1, 2, 4, 8]\nrequests: 1000\n', 1, ctx, {
-    signal: ac.signal,
-    onProgress: (u) => {
-      updates.push(u);
-      // Cancel once the simulation has visibly got somewhere (a fraction past zero).
-      if ((u.fraction ?? 0) > 0) ac.abort();
+  const pending = runCell(
+    'predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [1, 2, 4, 8]\nrequests: 1000\n',
+    1,
+    ctx,
+    {
+      signal: ac.signal,
+      onProgress: (u) => {
+        updates.push(u);
+        // Cancel once the simulation has visibly got somewhere (a fraction past zero).
+        if ((u.fraction ?? 0) > 0) ac.abort();
+      },
     },
-  });
+  );
   const r = await pending;
   resolved = true;
   clearInterval(iv);
   assert.equal(r.ok, false, 'cancelled, not finished');
   assert.equal(r.error?.code, 'cancelled');
-  assert.ok(updates.length >= 1 && updates.every((u) => typeof u.fraction === 'number' && u.fraction >= 0 && u.fraction < 1), JSON.stringify(updates));
+  assert.ok(
+    updates.length >= 1 && updates.every((u) => typeof u.fraction === 'number' && u.fraction >= 0 && u.fraction < 1),
+    JSON.stringify(updates),
+  );
   assert.ok(ticks > 0, 'timers ran while the cell was simulating');
 });
 
 test('a prediction that runs to the end reports increasing progress up to 1', async () => {
   const ctx = await notebook();
   const fractions: number[] = [];
-  const r = await runCell('predict: serving\ninput: 500\noutput: 200\nconcurrency: [1, 16]\nrequests: 40\n', 1, ctx, { onProgress: (u) => fractions.push(u.fraction ?? NaN) });
+  const r = await runCell('predict: serving\ninput: 500\noutput: 200\nconcurrency: [1, 16]\nrequests: 40\n', 1, ctx, {
+    onProgress: (u) => fractions.push(u.fraction ?? NaN),
+  });
   assert.ok(r.ok, JSON.stringify(r.error));
   assert.ok(fractions.length >= 2);
   for (let i = 1; i < fractions.length; i++) assert.ok(fractions[i] >= fractions[i - 1], fractions.join(', '));

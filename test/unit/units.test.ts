@@ -1,7 +1,25 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { add, describeDims, DIMS, div, fmtBytes, fmtIn, fmtQuantity, fmtTime, inUnit, mul, otherUnits, parseQuantity, q, qty, sameDims, sub, type DimName } from '../../src/core/units';
+import {
+  add,
+  describeDims,
+  DIMS,
+  div,
+  fmtBytes,
+  fmtIn,
+  fmtQuantity,
+  fmtTime,
+  inUnit,
+  mul,
+  otherUnits,
+  parseQuantity,
+  q,
+  qty,
+  sameDims,
+  sub,
+  type DimName,
+} from '../../src/core/units';
 
 const GiB = 2 ** 30;
 
@@ -90,7 +108,7 @@ test('arithmetic tracks dimensions: bytes / bandwidth is a time, FLOP/s / (B/s) 
   assert.equal(sub(qty('80 GiB', 'bytes'), qty('80 GB', 'bytes')).value, 80 * GiB - 80e9);
   assert.throws(() => add(qty('1 GB', 'bytes'), qty('1 ms', 'time')), /cannot add a size in bytes to a time/);
   assert.equal(describeDims(mul(qty('1 GB', 'bytes'), qty('1 ms', 'time')).dims), 'byte·s');
-  assert.equal(inUnit(qty('80 GiB', 'bytes'), 'GB'), 85.899345920);
+  assert.equal(inUnit(qty('80 GiB', 'bytes'), 'GB'), 85.89934592);
   assert.throws(() => inUnit(qty('80 GiB', 'bytes'), 'ms'), /cannot express/);
 });
 

@@ -26,13 +26,20 @@ export async function auditCommand(argv: string[]): Promise<number> {
       'no-plot': { type: 'boolean' },
     },
   });
-  if (positionals.length !== 1) throw new UsageError('give one log file, glob or /metrics URL: inflab audit logs/vllm.log [--json] [--gpu a100-sxm4-80gb --model qwen3-8b]');
-  if (!!values.gpu !== !!values.model) throw new UsageError('give both --gpu and --model (e.g. --gpu a100-sxm4-80gb --model qwen3-8b) for the KV-pool check, or neither');
+  if (positionals.length !== 1)
+    throw new UsageError(
+      'give one log file, glob or /metrics URL: inflab audit logs/vllm.log [--json] [--gpu a100-sxm4-80gb --model qwen3-8b]',
+    );
+  if (!!values.gpu !== !!values.model)
+    throw new UsageError(
+      'give both --gpu and --model (e.g. --gpu a100-sxm4-80gb --model qwen3-8b) for the KV-pool check, or neither',
+    );
   const num = (k: 'gpu-memory-utilization' | 'hit-threshold') => {
     const s = values[k];
     if (s === undefined) return undefined;
     const v = Number(s);
-    if (!Number.isFinite(v)) throw new UsageError(`--${k} takes a number, e.g. --${k} ${k === 'hit-threshold' ? '10' : '0.9'}`);
+    if (!Number.isFinite(v))
+      throw new UsageError(`--${k} takes a number, e.g. --${k} ${k === 'hit-threshold' ? '10' : '0.9'}`);
     return v;
   };
   const util = num('gpu-memory-utilization');
@@ -59,7 +66,13 @@ export async function auditCommand(argv: string[]): Promise<number> {
       ok &&= r.ok;
       const isAudit = i === cells.length - 1;
       if (values.json) {
-        if (isAudit || !r.ok) out.push({ kind: r.kind, values: jsonSafe(r.values), findings: r.findings, ...(r.error ? { error: r.error } : {}) });
+        if (isAudit || !r.ok)
+          out.push({
+            kind: r.kind,
+            values: jsonSafe(r.values),
+            findings: r.findings,
+            ...(r.error ? { error: r.error } : {}),
+          });
         continue;
       }
       if (!isAudit && r.ok) continue;

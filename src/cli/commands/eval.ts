@@ -19,7 +19,11 @@ export function splitDocuments(text: string): string[] {
 }
 
 export async function evalCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { json: { type: 'boolean' } } });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { json: { type: 'boolean' } },
+  });
   if (positionals.length !== 1) throw new UsageError('give one YAML file: inflab eval FILE.yaml [--json]');
   const { file, text } = readArgFile(positionals[0]);
   const services = cliServices();
@@ -31,7 +35,13 @@ export async function evalCommand(argv: string[]): Promise<number> {
     for (let i = 0; i < cells.length; i++) {
       const r = await runCell(cells[i], i, ctx);
       ok &&= r.ok;
-      out.push({ kind: r.kind, name: r.name ?? null, values: jsonSafe(r.values), findings: r.findings, ...(r.error ? { error: r.error } : {}) });
+      out.push({
+        kind: r.kind,
+        name: r.name ?? null,
+        values: jsonSafe(r.values),
+        findings: r.findings,
+        ...(r.error ? { error: r.error } : {}),
+      });
       if (!values.json) {
         console.log(`# [${i}] ${r.kind}${r.name ? ` (${r.name})` : ''}${r.ok ? '' : ' — FAILED'}`);
         printCellText(r);

@@ -10,7 +10,11 @@ import { UsageError } from '../usage';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { out: { type: 'string' }, quiet: { type: 'boolean' } } });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { out: { type: 'string' }, quiet: { type: 'boolean' } },
+  });
   if (positionals.length !== 1) throw new UsageError('give one notebook: inflab run NOTEBOOK [--out PATH]');
   const { file, text } = readArgFile(positionals[0]);
   let nb;
@@ -33,7 +37,9 @@ export async function runCommand(argv: string[]): Promise<number> {
       onCell(i, r) {
         if (values.quiet) return;
         const status = r.ok ? 'ok' : 'FAILED';
-        console.log(`[${i}] ${r.kind}${r.name ? ` (${r.name})` : ''}: ${status} in ${Math.round(r.durationMs ?? 0)} ms`);
+        console.log(
+          `[${i}] ${r.kind}${r.name ? ` (${r.name})` : ''}: ${status} in ${Math.round(r.durationMs ?? 0)} ms`,
+        );
         if (r.error) console.log(`    ${r.error.message.split('\n').join('\n    ')}`);
         for (const f of r.findings) console.log(`    ${formatFinding(f).split('\n').join('\n    ')}`);
       },
@@ -63,7 +69,9 @@ export async function runCommand(argv: string[]): Promise<number> {
       return 1;
     }
     if (changed) {
-      console.error(`${positionals[0]} changed on disk while its cells ran, so it was not overwritten; the executed notebook is in ${path.relative(process.cwd(), out) || out}`);
+      console.error(
+        `${positionals[0]} changed on disk while its cells ran, so it was not overwritten; the executed notebook is in ${path.relative(process.cwd(), out) || out}`,
+      );
       return 1;
     }
     if (!values.quiet) console.log(`wrote ${path.relative(process.cwd(), out) || out}`);

@@ -24,7 +24,10 @@ const HELP = `inflab sim — the simulated vLLM endpoint (runs until Ctrl-C)
 function num(name: string, v: string | undefined, int = false): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0 || (int && !Number.isInteger(n))) throw new UsageError(`--${name} takes a positive ${int ? 'integer' : 'number'}, e.g. --${name} ${int ? 256 : 10}; got "${v}"`);
+  if (!Number.isFinite(n) || n <= 0 || (int && !Number.isInteger(n)))
+    throw new UsageError(
+      `--${name} takes a positive ${int ? 'integer' : 'number'}, e.g. --${name} ${int ? 256 : 10}; got "${v}"`,
+    );
   return n;
 }
 
@@ -55,7 +58,8 @@ export async function simCommand(argv: string[]): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  if (positionals.length) throw new UsageError(`inflab sim takes no positional arguments (got "${positionals[0]}"); see inflab sim --help`);
+  if (positionals.length)
+    throw new UsageError(`inflab sim takes no positional arguments (got "${positionals[0]}"); see inflab sim --help`);
   const setup = defaultSimSetup();
   if (values.gpu) {
     const g = findGpu(values.gpu);
@@ -70,12 +74,15 @@ export async function simCommand(argv: string[]): Promise<number> {
   let port = 0;
   if (values.port !== undefined) {
     port = Number(values.port);
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`--port takes 0..65535, e.g. --port 8000; got "${values.port}"`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new UsageError(`--port takes 0..65535, e.g. --port 8000; got "${values.port}"`);
   }
   const util = num('gpu-memory-utilization', values['gpu-memory-utilization']);
-  if (util !== undefined && util > 1) throw new UsageError(`--gpu-memory-utilization takes a fraction in (0, 1], e.g. 0.9; got ${util}`);
+  if (util !== undefined && util > 1)
+    throw new UsageError(`--gpu-memory-utilization takes a fraction in (0, 1], e.g. 0.9; got ${util}`);
   const mfu = num('prefill-mfu', values['prefill-mfu']);
-  if (mfu !== undefined && mfu > 1) throw new UsageError(`--prefill-mfu takes a fraction in (0, 1], e.g. 0.6; got ${mfu}`);
+  if (mfu !== undefined && mfu > 1)
+    throw new UsageError(`--prefill-mfu takes a fraction in (0, 1], e.g. 0.6; got ${mfu}`);
   const overheadMs = values['step-overhead-ms'] === '0' ? 0 : num('step-overhead-ms', values['step-overhead-ms']);
   const server = await startSimServer({
     setup,

@@ -24,7 +24,6 @@ export interface AuditFindingOptions {
   predicted?: { pool_tokens: number; available_kv_gib?: number; label: string; cellIndex?: number };
 }
 
-
 /** "line 12" — or "day4.log:12" when several files were read as one timeline. */
 export function cite(facts: AuditFacts, line: number): string {
   if (facts.files.length <= 1) return `line ${line}`;
@@ -37,14 +36,20 @@ function citeList(facts: AuditFacts, lines: number[], max = 4): string {
   const uniq = [...new Set(lines)];
   const more = uniq.length > max ? ` and ${uniq.length - max} more` : '';
   if (facts.files.length <= 1) return `${uniq.length > 1 ? 'lines' : 'line'} ${uniq.slice(0, max).join(', ')}${more}`;
-  return uniq.slice(0, max).map((l) => cite(facts, l)).join(', ') + more;
+  return (
+    uniq
+      .slice(0, max)
+      .map((l) => cite(facts, l))
+      .join(', ') + more
+  );
 }
 
 function related(facts: AuditFacts, items: [number, string][]): RelatedInfo[] {
   return items.slice(0, 8).map(([line, what]) => ({ message: `${cite(facts, line)}: ${what}` }));
 }
 
-const segName = (s: Segment) => `segment ${s.index + 1} (${s.start_stamp}–${s.end_stamp.slice(6)}, load ≈${fmtNum(s.load, 0)})`;
+const segName = (s: Segment) =>
+  `segment ${s.index + 1} (${s.start_stamp}–${s.end_stamp.slice(6)}, load ≈${fmtNum(s.load, 0)})`;
 
 export function auditFindings(facts: AuditFacts, tl: Timeline, opts: AuditFindingOptions = {}): Finding[] {
   const at = opts.path ?? ['audit'];
@@ -70,18 +75,31 @@ export function auditFindings(facts: AuditFacts, tl: Timeline, opts: AuditFindin
   out.push(...kvFullFindings(facts, w, tl, opts.kvFullPct ?? 95, at));
   if (!w.length && facts.lines > 0) {
     out.push(
-      finding('info', 'audit-no-stats', `No periodic stats lines in ${fmtNum(facts.lines, 0)} lines: no timeline, no segments.`, at, {
-        cause: 'The server ran with --disable-log-stats, or the log holds only startup, or this is not a vLLM server log.',
-        fix: 'restart vLLM without --disable-log-stats (it prints a stats line every 10 s while busy), or audit a /metrics URL instead',
-      }),
+      finding(
+        'info',
+        'audit-no-stats',
+        `No periodic stats lines in ${fmtNum(facts.lines, 0)} lines: no timeline, no segments.`,
+        at,
+        {
+          cause:
+            'The server ran with --disable-log-stats, or the log holds only startup, or this is not a vLLM server log.',
+          fix: 'restart vLLM without --disable-log-stats (it prints a stats line every 10 s while busy), or audit a /metrics URL instead',
+        },
+      ),
     );
   }
   if (facts.unknown_lines > 0 && facts.unknown_lines > 0.2 * facts.lines) {
     const s = facts.unknown_samples[0];
     out.push(
-      finding('info', 'audit-unknown-lines', `${fmtNum(facts.unknown_lines, 0)} of ${fmtNum(facts.lines, 0)} lines are not in vLLM's log format (first at ${cite(facts, s.line)}: "${s.text.slice(0, 80)}").`, at, {
-        cause: 'Tracebacks, progress bars, or another program writing to the same file.',
-      }),
+      finding(
+        'info',
+        'audit-unknown-lines',
+        `${fmtNum(facts.unknown_lines, 0)} of ${fmtNum(facts.lines, 0)} lines are not in vLLM's log format (first at ${cite(facts, s.line)}: "${s.text.slice(0, 80)}").`,
+        at,
+        {
+          cause: 'Tracebacks, progress bars, or another program writing to the same file.',
+        },
+      ),
     );
   }
   return out;
@@ -89,27 +107,52 @@ export function auditFindings(facts: AuditFacts, tl: Timeline, opts: AuditFindin
 
 // ------------------------------------------------------------------------------------------------
 
-function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPath, predicted?: AuditFindingOptions['predicted']): Finding[] {
+function kvPoolFindings(
+  facts: AuditFacts,
+  setup: Setup | undefined,
+  at: CellPath,
+  predicted?: AuditFindingOptions['predicted'],
+): Finding[] {
   const pool = facts.pool_tokens;
   const out: Finding[] = [];
   if (!pool) return out;
   if (pool.values.some((v) => v !== pool.values[0])) {
     out.push(
-      finding('info', 'audit-kv-pool-workers-differ', `The ${pool.workers} workers report different KV pools (${pool.values.map((v) => fmtNum(v, 0)).join(', ')} tokens, ${citeList(facts, pool.lines)}); the smallest, ${fmtNum(pool.value, 0)}, bounds the engine.`, at),
+      finding(
+        'info',
+        'audit-kv-pool-workers-differ',
+        `The ${pool.workers} workers report different KV pools (${pool.values.map((v) => fmtNum(v, 0)).join(', ')} tokens, ${citeList(facts, pool.lines)}); the smallest, ${fmtNum(pool.value, 0)}, bounds the engine.`,
+        at,
+      ),
     );
   }
   if (!setup) return out;
   const m = setup.model;
   const srv = setup.server ?? {};
   const util = typeof srv.gpu_memory_utilization === 'number' ? srv.gpu_memory_utilization : undefined;
-  const maxLen = srv.max_model_len && typeof (srv.max_model_len as any).value === 'number' ? (srv.max_model_len as any).value : undefined;
+  const maxLen =
+    srv.max_model_len && typeof (srv.max_model_len as any).value === 'number'
+      ? (srv.max_model_len as any).value
+      : undefined;
   const computed = kvPool(setup, { gpuMemoryUtilization: util, maxModelLen: maxLen });
-  const pred = predicted ? { ...computed, pool_tokens: predicted.pool_tokens, available_kv_gib: predicted.available_kv_gib ?? computed.available_kv_gib } : computed;
+  const pred = predicted
+    ? {
+        ...computed,
+        pool_tokens: predicted.pool_tokens,
+        available_kv_gib: predicted.available_kv_gib ?? computed.available_kv_gib,
+      }
+    : computed;
   const ratio = pool.value / pred.pool_tokens;
   const cites: [number, string][] = [[pool.line, `GPU KV cache size: ${fmtNum(pool.value, 0)} tokens`]];
-  if (facts.available_kv_gib) cites.push([facts.available_kv_gib.line, `Available KV cache memory: ${facts.available_kv_gib.value} GiB`]);
+  if (facts.available_kv_gib)
+    cites.push([facts.available_kv_gib.line, `Available KV cache memory: ${facts.available_kv_gib.value} GiB`]);
   const predCell = predicted ? predicted.cellIndex : setup.cellIndex;
-  const rel = [...related(facts, cites), ...(predCell !== undefined ? [{ message: predicted ? predicted.label : `setup ${setup.name}: the kv-pool prediction`, cellIndex: predCell }] : [])];
+  const rel = [
+    ...related(facts, cites),
+    ...(predCell !== undefined
+      ? [{ message: predicted ? predicted.label : `setup ${setup.name}: the kv-pool prediction`, cellIndex: predCell }]
+      : []),
+  ];
   const logSide = `the log's ${fmtNum(pool.value, 0)} tokens (${cite(facts, pool.line)})`;
   const predSide = predicted
     ? `${predicted.label}'s ${fmtNum(pred.pool_tokens, 0)} tokens`
@@ -125,13 +168,21 @@ function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPat
   }
   if (Math.abs(ratio - 1) <= 0.02) {
     out.push(
-      finding('info', 'audit-kv-pool-matches', `KV pool: ${logSide} matches ${predSide}: ratio ${fmtNum(ratio, 4)}.${selfNote}`, at, { related: rel }),
+      finding(
+        'info',
+        'audit-kv-pool-matches',
+        `KV pool: ${logSide} matches ${predSide}: ratio ${fmtNum(ratio, 4)}.${selfNote}`,
+        at,
+        { related: rel },
+      ),
     );
     return out;
   }
   // Name the GB/GiB slip when it fits.
   let slip = '';
-  const alt = (mem: number) => kvPool({ ...setup, gpu: { ...setup.gpu, memory: mem } }, { gpuMemoryUtilization: util, maxModelLen: maxLen }).pool_tokens;
+  const alt = (mem: number) =>
+    kvPool({ ...setup, gpu: { ...setup.gpu, memory: mem } }, { gpuMemoryUtilization: util, maxModelLen: maxLen })
+      .pool_tokens;
   const asGiB = alt(setup.gpu.memory * GIB_IN_GB);
   const asGB = alt(setup.gpu.memory / GIB_IN_GB);
   if (Math.abs(pool.value / asGiB - 1) <= 0.03)
@@ -141,15 +192,21 @@ function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPat
   else if (Math.abs(ratio - GIB_IN_GB) <= 0.015 || Math.abs(ratio - 1 / GIB_IN_GB) <= 0.015)
     slip = ` The ratio is 2^30/10^9 = 1.074 (or its inverse): a GB/GiB slip somewhere in the prediction (GB is 10^9 bytes, GiB 2^30).`;
   out.push(
-    finding('warning', 'audit-kv-pool-mismatch', `KV pool: ${logSide} against ${predSide}: ratio ${fmtNum(ratio, 3)} (${ratio > 1 ? '+' : ''}${fmtNum((ratio - 1) * 100, 1)}%).${slip}${selfNote}`, at, {
-      cause: slip
-        ? 'Mixing GB (10^9) and GiB (2^30) moves a KV-pool prediction by about 7–10%.'
-        : 'The prediction assumed a different gpu_memory_utilization, activation peak, weight size or KV dtype than the server measured.',
-      fix: slip
-        ? 'write the card memory as "80 GiB" (or use the catalog id), and rerun the prediction'
-        : `set gpu_memory_utilization and kv_cache in the setup to what the server ran; the log says weights took ${facts.weights_gib ? `${facts.weights_gib.value} GiB` : '(not printed)'}${facts.available_kv_gib ? ` and ${facts.available_kv_gib.value} GiB were left for KV` : ''}`,
-      related: rel,
-    }),
+    finding(
+      'warning',
+      'audit-kv-pool-mismatch',
+      `KV pool: ${logSide} against ${predSide}: ratio ${fmtNum(ratio, 3)} (${ratio > 1 ? '+' : ''}${fmtNum((ratio - 1) * 100, 1)}%).${slip}${selfNote}`,
+      at,
+      {
+        cause: slip
+          ? 'Mixing GB (10^9) and GiB (2^30) moves a KV-pool prediction by about 7–10%.'
+          : 'The prediction assumed a different gpu_memory_utilization, activation peak, weight size or KV dtype than the server measured.',
+        fix: slip
+          ? 'write the card memory as "80 GiB" (or use the catalog id), and rerun the prediction'
+          : `set gpu_memory_utilization and kv_cache in the setup to what the server ran; the log says weights took ${facts.weights_gib ? `${facts.weights_gib.value} GiB` : '(not printed)'}${facts.available_kv_gib ? ` and ${facts.available_kv_gib.value} GiB were left for KV` : ''}`,
+        related: rel,
+      },
+    ),
   );
   return out;
 }
@@ -161,7 +218,13 @@ function kvPoolFindings(facts: AuditFacts, setup: Setup | undefined, at: CellPat
  * rise: a window above the threshold and above the window before it means this point's requests
  * hit the cache more than the ones before. A rate that only decays is carry-over from earlier.
  */
-function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath, lastOwn = s.last): Finding | undefined {
+function contamination(
+  facts: AuditFacts,
+  s: Segment,
+  thr: number,
+  at: CellPath,
+  lastOwn = s.last,
+): Finding | undefined {
   if (s.hit_max_pct === null || s.hit_max_pct <= thr) return undefined;
   const w = facts.windows;
   const prevHit = (i: number) => {
@@ -172,14 +235,20 @@ function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath,
   for (let i = s.first; i <= lastOwn; i++) if (w.hit[i] > thr && w.hit[i] - prevHit(i) >= 0.5) rising.push(i);
   if (!rising.length) return undefined;
   const before = prevHit(s.first);
-  const lines: [number, string][] = rising.slice(0, 6).map((i) => [w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}% (was ${fmtNum(prevHit(i), 1)}%)`]);
+  const lines: [number, string][] = rising
+    .slice(0, 6)
+    .map((i) => [w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}% (was ${fmtNum(prevHit(i), 1)}%)`]);
   return finding(
     'warning',
     'audit-prefix-cache-contamination',
-    `Prefix-cache hit rate rose in ${segName(s)} (from ${fmtNum(before, 1)}% before it to a peak of ${fmtNum(s.hit_max_pct, 1)}%; rising in ${rising.length} of ${s.windows} windows, ${citeList(facts, rising.map((i) => w.line[i]))}): this point was partly served from the cache, so its TTFT and prompt throughput measure cache hits, not prefill.`,
+    `Prefix-cache hit rate rose in ${segName(s)} (from ${fmtNum(before, 1)}% before it to a peak of ${fmtNum(s.hit_max_pct, 1)}%; rising in ${rising.length} of ${s.windows} windows, ${citeList(
+      facts,
+      rising.map((i) => w.line[i]),
+    )}): this point was partly served from the cache, so its TTFT and prompt throughput measure cache hits, not prefill.`,
     at,
     {
-      cause: 'The benchmark regenerated prompts the server had already seen (one fixed seed for every sweep point), so later points hit vLLM\'s prefix cache. The log\'s rate is rolling over the last 1,000 requests: a rise means this point\'s requests hit.',
+      cause:
+        "The benchmark regenerated prompts the server had already seen (one fixed seed for every sweep point), so later points hit vLLM's prefix cache. The log's rate is rolling over the last 1,000 requests: a rise means this point's requests hit.",
       fix: 'use a fresh seed per point ("seed: per-point"), or run the server with prefix caching off (--no-enable-prefix-caching), and prove each point clean with Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries',
       related: related(facts, lines),
     },
@@ -189,7 +258,10 @@ function contamination(facts: AuditFacts, s: Segment, thr: number, at: CellPath,
 // ------------------------------------------------------------------------------------------------
 
 /** Windows where prompt throughput floods and generation collapses, alternating with decode windows. */
-export function interferenceWindows(w: WindowSeries, s: Segment): { flood: number[]; decode: number[]; alternations: number } {
+export function interferenceWindows(
+  w: WindowSeries,
+  s: Segment,
+): { flood: number[]; decode: number[]; alternations: number } {
   const gens: number[] = [];
   for (let i = s.first; i <= s.last; i++) gens.push(w.gen[i]);
   gens.sort((a, b) => a - b);
@@ -226,16 +298,24 @@ function interference(facts: AuditFacts, w: WindowSeries, s: Segment, at: CellPa
   };
   const rel: [number, string][] = [];
   for (let k = s.first; k <= s.last && rel.length < 8; k++) {
-    if (flood.includes(k)) rel.push([w.line[k], `prefill flood: prompt ${fmtNum(w.prompt[k], 0)} tok/s, generation ${fmtNum(w.gen[k], 0)} tok/s`]);
+    if (flood.includes(k))
+      rel.push([
+        w.line[k],
+        `prefill flood: prompt ${fmtNum(w.prompt[k], 0)} tok/s, generation ${fmtNum(w.gen[k], 0)} tok/s`,
+      ]);
     else if (decode.includes(k)) rel.push([w.line[k], `decode: generation ${fmtNum(w.gen[k], 0)} tok/s`]);
   }
   return finding(
     'warning',
     'audit-prefill-decode-interference',
-    `Prefill/decode interference in ${segName(s)}: ${flood.length} of ${s.windows} windows are prefill floods (prompt ${range(flood, w.prompt)} tok/s, generation crashed to ${range(flood, w.gen)}) alternating with decode windows (generation ${range(decode, w.gen)} tok/s), ${citeList(facts, flood.map((i) => w.line[i]))}.`,
+    `Prefill/decode interference in ${segName(s)}: ${flood.length} of ${s.windows} windows are prefill floods (prompt ${range(flood, w.prompt)} tok/s, generation crashed to ${range(flood, w.gen)}) alternating with decode windows (generation ${range(decode, w.gen)} tok/s), ${citeList(
+      facts,
+      flood.map((i) => w.line[i]),
+    )}.`,
     at,
     {
-      cause: 'Requests arrive in synchronized waves (closed loop, fixed lengths, ignore_eos): each wave\'s prefills are packed into the decode steps and stall every running stream, so p99 ITL is many times the median. The decode roofline never bills this prefill.',
+      cause:
+        "Requests arrive in synchronized waves (closed loop, fixed lengths, ignore_eos): each wave's prefills are packed into the decode steps and stall every running stream, so p99 ITL is many times the median. The decode roofline never bills this prefill.",
       fix: 'predict with the serving model (prefill interference included) rather than the decode roofline; to measure decode alone, stagger arrivals (an open-loop request rate) or lower max_num_batched_tokens (smaller prefill chunks)',
       related: related(facts, rel),
     },
@@ -245,7 +325,10 @@ function interference(facts: AuditFacts, w: WindowSeries, s: Segment, at: CellPa
 // ------------------------------------------------------------------------------------------------
 
 /** The log's own mean over its span (idle and missing windows count) against the busy windows' mean. */
-export function heartbeatMeans(w: WindowSeries, tl: Timeline): { log_mean_gen_tok_s: number; busy_mean_gen_tok_s: number; slots: number } | undefined {
+export function heartbeatMeans(
+  w: WindowSeries,
+  tl: Timeline,
+): { log_mean_gen_tok_s: number; busy_mean_gen_tok_s: number; slots: number } | undefined {
   if (!tl.segments.length) return undefined;
   // Idle windows count, and missing windows (V1 stops printing while idle) are idle time too.
   const first = tl.segments[0].first;
@@ -286,8 +369,9 @@ function heartbeat(facts: AuditFacts, tl: Timeline, at: CellPath): Finding | und
     `Heartbeat, not instrument: averaged over the log's ${fmtNum(slots, 0)} windows from ${cite(facts, w.line[first])} to ${cite(facts, w.line[last])}, "Avg generation throughput" gives ${fmtNum(logMean, 1)} tok/s; the busy windows alone give ${fmtNum(busyMean, 1)} tok/s (${fmtNum((logMean / busyMean) * 100, 0)}%).${shortNote}`,
     at,
     {
-      cause: 'vLLM\'s periodic line divides the tokens of a wall-clock window (10 s in V1) by the window, idle time included, and is not printed at all while idle. A run that straddles windows reads low: a real batch-1 run at 88.4 tok/s showed 58.8.',
-      fix: 'quote rates from the benchmark (output tokens / the run\'s own wall time, or vllm:generation_tokens_total deltas over the run), and use the log only to see when and what happened',
+      cause:
+        "vLLM's periodic line divides the tokens of a wall-clock window (10 s in V1) by the window, idle time included, and is not printed at all while idle. A run that straddles windows reads low: a real batch-1 run at 88.4 tok/s showed 58.8.",
+      fix: "quote rates from the benchmark (output tokens / the run's own wall time, or vllm:generation_tokens_total deltas over the run), and use the log only to see when and what happened",
     },
   );
 }
@@ -308,16 +392,31 @@ function samplerFindings(facts: AuditFacts, at: CellPath): Finding[] {
   if (!s) return [];
   if (s.value === 'fallback')
     return [
-      finding('warning', 'audit-sampler-fallback', `Sampler fallback at ${cite(facts, s.line)}: "${s.text.slice(0, 140)}". Top-p/top-k ran on the PyTorch-native path, slower per step than FlashInfer's fused sampler.`, at, {
-        cause: 'FlashInfer is not installed (or not supported on this GPU/dtype), so vLLM fell back at startup.',
-        fix: 'install the FlashInfer wheel matching the vLLM and torch versions (or set VLLM_USE_FLASHINFER_SAMPLER=1 where it is installed), then restart the server; note the fallback next to every decode number from this run',
-        related: related(facts, facts.sampler_lines.map((x) => [x.line, x.backend] as [number, string])),
-      }),
+      finding(
+        'warning',
+        'audit-sampler-fallback',
+        `Sampler fallback at ${cite(facts, s.line)}: "${s.text.slice(0, 140)}". Top-p/top-k ran on the PyTorch-native path, slower per step than FlashInfer's fused sampler.`,
+        at,
+        {
+          cause: 'FlashInfer is not installed (or not supported on this GPU/dtype), so vLLM fell back at startup.',
+          fix: 'install the FlashInfer wheel matching the vLLM and torch versions (or set VLLM_USE_FLASHINFER_SAMPLER=1 where it is installed), then restart the server; note the fallback next to every decode number from this run',
+          related: related(
+            facts,
+            facts.sampler_lines.map((x) => [x.line, x.backend] as [number, string]),
+          ),
+        },
+      ),
     ];
   return [
-    finding('info', 'audit-sampler-selected', `FlashInfer sampler selected at ${cite(facts, s.line)}. Selected is not executed: a request with no top_p/top_k, or with a per-request seed, silently takes the native path.`, at, {
-      fix: 'benchmark requests should set top_p/top_k and no request-level seed',
-    }),
+    finding(
+      'info',
+      'audit-sampler-selected',
+      `FlashInfer sampler selected at ${cite(facts, s.line)}. Selected is not executed: a request with no top_p/top_k, or with a per-request seed, silently takes the native path.`,
+      at,
+      {
+        fix: 'benchmark requests should set top_p/top_k and no request-level seed',
+      },
+    ),
   ];
 }
 
@@ -329,17 +428,28 @@ function preemptionFindings(facts: AuditFacts, tl: Timeline, at: CellPath): Find
   const v0 = facts.preemption_warnings;
   if (!hit.length && !v0.length) return out;
   const lines: [number, string][] = [];
-  for (const s of hit) for (let i = s.first; i <= s.last && lines.length < 8; i++) if (w.preempt[i] > 0) lines.push([w.line[i], `${w.preempt[i]} preemption(s)`]);
-  for (const p of v0.slice(0, 4)) lines.push([p.line, `preemption warning${p.cumulative !== undefined ? `, cumulative ${p.cumulative}` : ''}`]);
+  for (const s of hit)
+    for (let i = s.first; i <= s.last && lines.length < 8; i++)
+      if (w.preempt[i] > 0) lines.push([w.line[i], `${w.preempt[i]} preemption(s)`]);
+  for (const p of v0.slice(0, 4))
+    lines.push([p.line, `preemption warning${p.cumulative !== undefined ? `, cumulative ${p.cumulative}` : ''}`]);
   const cum = v0.length ? v0[v0.length - 1].cumulative : undefined;
   const where = hit.length ? ` in ${hit.map((s) => `${segName(s)}: ${s.preemptions}`).join('; ')}` : '';
-  const v0Note = v0.length ? ` The V0 engine warned ${facts.preemption_warning_count} time(s) (it prints every 50th)${cum !== undefined ? `, cumulative ${fmtNum(cum, 0)}` : ''}.` : '';
+  const v0Note = v0.length
+    ? ` The V0 engine warned ${facts.preemption_warning_count} time(s) (it prints every 50th)${cum !== undefined ? `, cumulative ${fmtNum(cum, 0)}` : ''}.`
+    : '';
   out.push(
-    finding('warning', 'audit-preemptions', `Preemptions${hit.length ? `: ${fmtNum(total, 0)}` : ''}${where}.${v0Note} A preempted request loses its KV cache and recomputes its prefill: latency and throughput at these points include that rework.`, at, {
-      cause: 'More concurrent tokens than the KV pool holds: the scheduler evicts running requests to admit others.',
-      fix: 'lower max_num_seqs (or the benchmark concurrency) to what the pool holds — pool tokens / (input + output) — or raise gpu_memory_utilization',
-      related: related(facts, lines),
-    }),
+    finding(
+      'warning',
+      'audit-preemptions',
+      `Preemptions${hit.length ? `: ${fmtNum(total, 0)}` : ''}${where}.${v0Note} A preempted request loses its KV cache and recomputes its prefill: latency and throughput at these points include that rework.`,
+      at,
+      {
+        cause: 'More concurrent tokens than the KV pool holds: the scheduler evicts running requests to admit others.',
+        fix: 'lower max_num_seqs (or the benchmark concurrency) to what the pool holds — pool tokens / (input + output) — or raise gpu_memory_utilization',
+        related: related(facts, lines),
+      },
+    ),
   );
   return out;
 }
@@ -357,12 +467,21 @@ function kvFullFindings(facts: AuditFacts, w: WindowSeries, tl: Timeline, fullPc
       finding(
         'warning',
         'audit-kv-cache-full',
-        `KV cache pinned at ≥${fullPct}% with requests waiting in ${idx.length} of ${s.windows} windows of ${segName(s)} (up to ${fmtNum(maxWait, 0)} waiting, ${citeList(facts, idx.map((i) => w.line[i]))}): the pool, not compute, limits this point.`,
+        `KV cache pinned at ≥${fullPct}% with requests waiting in ${idx.length} of ${s.windows} windows of ${segName(s)} (up to ${fmtNum(maxWait, 0)} waiting, ${citeList(
+          facts,
+          idx.map((i) => w.line[i]),
+        )}): the pool, not compute, limits this point.`,
         at,
         {
           cause: `The requests in flight need more KV than the pool${pool ? ` (${fmtNum(pool.value, 0)} tokens)` : ''} holds, so new ones queue and TTFT includes queueing.`,
           fix: 'read this point as capacity-bound; keep concurrency × (input + output) under the pool tokens, or free memory for KV (higher gpu_memory_utilization, fp8 KV cache)',
-          related: related(facts, idx.map((i) => [w.line[i], `GPU KV cache usage ${fmtNum(w.kv[i], 1)}%, waiting ${w.waiting[i]}`] as [number, string])),
+          related: related(
+            facts,
+            idx.map(
+              (i) =>
+                [w.line[i], `GPU KV cache usage ${fmtNum(w.kv[i], 1)}%, waiting ${w.waiting[i]}`] as [number, string],
+            ),
+          ),
         },
       ),
     );

@@ -86,7 +86,11 @@ export function generateLog(windows: number, opts: GenerateOptions = {}): string
  * Write a synthetic log of at least `targetBytes` (or `windows` windows) to `path`, streaming.
  * Returns the bytes, lines and windows written.
  */
-export async function generateLogFile(path: string, size: { targetBytes?: number; windows?: number }, opts: GenerateOptions = {}): Promise<{ bytes: number; lines: number; windows: number }> {
+export async function generateLogFile(
+  path: string,
+  size: { targetBytes?: number; windows?: number },
+  opts: GenerateOptions = {},
+): Promise<{ bytes: number; lines: number; windows: number }> {
   const out = fs.createWriteStream(path);
   let bytes = 0;
   let lines = 0;
@@ -104,7 +108,13 @@ export async function generateLogFile(path: string, size: { targetBytes?: number
     lines++;
     if (l.includes('Avg prompt throughput')) stats++;
     if (buf.length > 1 << 20) await flush();
-    if (size.targetBytes !== undefined && size.windows === undefined && bytes >= size.targetBytes && l.includes('Avg prompt throughput')) break;
+    if (
+      size.targetBytes !== undefined &&
+      size.windows === undefined &&
+      bytes >= size.targetBytes &&
+      l.includes('Avg prompt throughput')
+    )
+      break;
   }
   await flush();
   await new Promise<void>((res, rej) => out.end((e?: Error | null) => (e ? rej(e) : res())));

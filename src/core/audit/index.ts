@@ -50,9 +50,18 @@ export interface AuditResult {
 }
 
 /** Analyze facts already parsed: timeline, findings, values (no I/O). */
-export function analyzeFacts(facts: AuditFacts, opts: AuditOptions = {}): { timeline: Timeline; findings: Finding[]; values: Record<string, unknown> } {
+export function analyzeFacts(
+  facts: AuditFacts,
+  opts: AuditOptions = {},
+): { timeline: Timeline; findings: Finding[]; values: Record<string, unknown> } {
   const timeline = buildTimeline(facts.windows);
-  const findings = auditFindings(facts, timeline, { setup: opts.setup, hitThresholdPct: opts.hitThresholdPct, kvFullPct: opts.kvFullPct, path: opts.path, predicted: opts.predicted });
+  const findings = auditFindings(facts, timeline, {
+    setup: opts.setup,
+    hitThresholdPct: opts.hitThresholdPct,
+    kvFullPct: opts.kvFullPct,
+    path: opts.path,
+    predicted: opts.predicted,
+  });
   return { timeline, findings, values: factValues(facts, timeline) };
 }
 
@@ -104,7 +113,8 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
     const m = metricsFactsFromText(text, input.url);
     const findings = metricsFindings(m, opts.setup, opts.hitThresholdPct ?? 10, at);
     const rows: [string, string][] = [];
-    const add = (k: string, x: number | undefined, d = 0, unit = '') => x !== undefined && rows.push([k, `${fmtNum(x, d)}${unit}`]);
+    const add = (k: string, x: number | undefined, d = 0, unit = '') =>
+      x !== undefined && rows.push([k, `${fmtNum(x, d)}${unit}`]);
     add('KV pool (cache_config_info)', m.pool_tokens, 0, ' tokens');
     add('prefix cache hit rate (lifetime)', m.prefix_hit_pct, 1, '%');
     add('preemptions', m.preemptions);
@@ -114,7 +124,19 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
     add('prompt tokens', m.prompt_tokens);
     add('generation tokens', m.generation_tokens);
     add('requests (success)', m.requests_success);
-    return { input, metrics: m, findings, values: { ...m }, outputs: [factsOutput(`/metrics snapshot — ${input.url}`, rows, `${m.samples} samples; a single snapshot holds lifetime totals`)] };
+    return {
+      input,
+      metrics: m,
+      findings,
+      values: { ...m },
+      outputs: [
+        factsOutput(
+          `/metrics snapshot — ${input.url}`,
+          rows,
+          `${m.samples} samples; a single snapshot holds lifetime totals`,
+        ),
+      ],
+    };
   }
   const { facts, timings } = await auditFiles(input.paths, opts);
   const { timeline, findings, values } = analyzeFacts(facts, opts);
@@ -125,7 +147,15 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
   }
   // Paths relative to the notebook: values are saved in it and must not carry this machine's layout.
   const files = input.paths.map((p) => path.relative(dir, p) || path.basename(p));
-  return { input, facts, timeline, timings, findings, values: { ...values, files, parse_ms: Math.round(timings.total_ms) }, outputs };
+  return {
+    input,
+    facts,
+    timeline,
+    timings,
+    findings,
+    values: { ...values, files, parse_ms: Math.round(timings.total_ms) },
+    outputs,
+  };
 }
 
 function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, { kind: 'files' }>): CellOutput {
@@ -133,19 +163,60 @@ function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, {
   const L = (line: number) => ` (line ${line})`;
   if (f.version) rows.push(['vLLM version', f.version.value + L(f.version.line)]);
   if (f.model) rows.push(['model', f.model.value + L(f.model.line)]);
-  if (f.weights_gib) rows.push(['weights', `${f.weights_gib.value} GiB${f.model_load_s ? `, loaded in ${fmtNum(f.model_load_s.value, 1)} s` : ''}${L(f.weights_gib.line)}`]);
-  if (f.available_kv_gib) rows.push(['available KV cache memory', `${f.available_kv_gib.value} GiB${f.available_kv_gib.workers > 1 ? ` × ${f.available_kv_gib.workers} workers` : ''}${L(f.available_kv_gib.line)}`]);
+  if (f.weights_gib)
+    rows.push([
+      'weights',
+      `${f.weights_gib.value} GiB${f.model_load_s ? `, loaded in ${fmtNum(f.model_load_s.value, 1)} s` : ''}${L(f.weights_gib.line)}`,
+    ]);
+  if (f.available_kv_gib)
+    rows.push([
+      'available KV cache memory',
+      `${f.available_kv_gib.value} GiB${f.available_kv_gib.workers > 1 ? ` × ${f.available_kv_gib.workers} workers` : ''}${L(f.available_kv_gib.line)}`,
+    ]);
   if (f.pool_tokens)
-    rows.push(['KV pool', `${fmtNum(f.pool_tokens.value, 0)} tokens${f.pool_tokens.workers > 1 ? ` (printed by ${f.pool_tokens.workers} workers)` : ''}${f.pool_tokens.derived ? ` (${f.pool_tokens.derived})` : ''}${L(f.pool_tokens.line)}`]);
-  if (f.max_concurrency) rows.push([`max concurrency at ${fmtNum(f.max_concurrency.tokens_per_request, 0)} tokens/request`, `${f.max_concurrency.value}×${L(f.max_concurrency.line)}`]);
-  if (f.cuda_graph_gib) rows.push(['CUDA graphs', `${f.cuda_graph_gib.value} GiB in ${f.cuda_graph_gib.seconds} s${L(f.cuda_graph_gib.line)}`]);
-  if (f.engine_init_s) rows.push(['engine init (profile, KV cache, warmup)', `${f.engine_init_s.value} s${L(f.engine_init_s.line)}`]);
-  if (f.sampler) rows.push(['sampler', `${f.sampler.value === 'flashinfer' ? 'FlashInfer' : 'PyTorch-native fallback'}${L(f.sampler.line)}`]);
-  rows.push(['stats windows', `${fmtNum(f.windows.length, 0)}${f.format ? ` (${f.format.toUpperCase()} engine)` : ''}`]);
-  rows.push(['requests in the access log', `${fmtNum(f.access.requests, 0)}${Object.keys(f.access.by_status).length ? ` (${Object.entries(f.access.by_status).map(([k, n]) => `${k}: ${fmtNum(n, 0)}`).join(', ')})` : ''}`]);
+    rows.push([
+      'KV pool',
+      `${fmtNum(f.pool_tokens.value, 0)} tokens${f.pool_tokens.workers > 1 ? ` (printed by ${f.pool_tokens.workers} workers)` : ''}${f.pool_tokens.derived ? ` (${f.pool_tokens.derived})` : ''}${L(f.pool_tokens.line)}`,
+    ]);
+  if (f.max_concurrency)
+    rows.push([
+      `max concurrency at ${fmtNum(f.max_concurrency.tokens_per_request, 0)} tokens/request`,
+      `${f.max_concurrency.value}×${L(f.max_concurrency.line)}`,
+    ]);
+  if (f.cuda_graph_gib)
+    rows.push([
+      'CUDA graphs',
+      `${f.cuda_graph_gib.value} GiB in ${f.cuda_graph_gib.seconds} s${L(f.cuda_graph_gib.line)}`,
+    ]);
+  if (f.engine_init_s)
+    rows.push(['engine init (profile, KV cache, warmup)', `${f.engine_init_s.value} s${L(f.engine_init_s.line)}`]);
+  if (f.sampler)
+    rows.push([
+      'sampler',
+      `${f.sampler.value === 'flashinfer' ? 'FlashInfer' : 'PyTorch-native fallback'}${L(f.sampler.line)}`,
+    ]);
+  rows.push([
+    'stats windows',
+    `${fmtNum(f.windows.length, 0)}${f.format ? ` (${f.format.toUpperCase()} engine)` : ''}`,
+  ]);
+  rows.push([
+    'requests in the access log',
+    `${fmtNum(f.access.requests, 0)}${
+      Object.keys(f.access.by_status).length
+        ? ` (${Object.entries(f.access.by_status)
+            .map(([k, n]) => `${k}: ${fmtNum(n, 0)}`)
+            .join(', ')})`
+        : ''
+    }`,
+  ]);
   rows.push(['lines', `${fmtNum(f.lines, 0)} (${fmtNum(f.unknown_lines, 0)} not in vLLM's format)`]);
-  const files = input.paths.length === 1 ? path.basename(input.paths[0]) : `${input.paths.length} files matching ${input.pattern}`;
-  return factsOutput(`vLLM log — ${files}`, rows, `read ${fmtNum(t.bytes / 1e6, 1)} MB in ${fmtNum(t.total_ms, 0)} ms${f.first_stamp ? `; ${f.first_stamp} → ${f.last_stamp}` : ''}`);
+  const files =
+    input.paths.length === 1 ? path.basename(input.paths[0]) : `${input.paths.length} files matching ${input.pattern}`;
+  return factsOutput(
+    `vLLM log — ${files}`,
+    rows,
+    `read ${fmtNum(t.bytes / 1e6, 1)} MB in ${fmtNum(t.total_ms, 0)} ms${f.first_stamp ? `; ${f.first_stamp} → ${f.last_stamp}` : ''}`,
+  );
 }
 
 function segmentsTable(tl: Timeline): CellOutput {
@@ -153,7 +224,12 @@ function segmentsTable(tl: Timeline): CellOutput {
   const rows: Row[] = tl.segments.map((s) => ({
     ...s,
     span: `${s.start_stamp} → ${s.end_stamp.slice(6)}`,
-    hit: s.hit_min_pct === null ? '—' : s.hit_min_pct === s.hit_max_pct ? `${s.hit_min_pct}%` : `${s.hit_first_pct}% → ${s.hit_last_pct}%`,
+    hit:
+      s.hit_min_pct === null
+        ? '—'
+        : s.hit_min_pct === s.hit_max_pct
+          ? `${s.hit_min_pct}%`
+          : `${s.hit_first_pct}% → ${s.hit_last_pct}%`,
     lines: `${s.first_line}–${s.last_line}`,
   }));
   return tableOutput<Row>(
@@ -172,7 +248,7 @@ function segmentsTable(tl: Timeline): CellOutput {
       { key: 'lines', label: 'log lines' },
     ],
     rows,
-    'Throughputs are the log\'s own window means (heartbeat figures): quote rates from the benchmark.',
+    "Throughputs are the log's own window means (heartbeat figures): quote rates from the benchmark.",
   );
 }
 

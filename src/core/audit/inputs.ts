@@ -36,7 +36,12 @@ export function segmentRegex(seg: string): RegExp {
         re += `(?:${seg
           .slice(i + 1, j)
           .split(',')
-          .map((x) => x.replace(/[.+^${}()|\\]/g, '\\$&').replace(/\*/g, '[^/]*').replace(/\?/g, '[^/]'))
+          .map((x) =>
+            x
+              .replace(/[.+^${}()|\\]/g, '\\$&')
+              .replace(/\*/g, '[^/]*')
+              .replace(/\?/g, '[^/]'),
+          )
           .join('|')})`;
         i = j;
       }
@@ -68,12 +73,14 @@ export function globFiles(pattern: string, dir: string, limit = 10_000): string[
     const [seg, ...more] = segs;
     if (seg === '**') {
       walk(base, more, depth + 1);
-      for (const e of readDir(base)) if (e.isDirectory() && !e.name.startsWith('.')) walk(path.join(base, e.name), segs, depth + 1);
+      for (const e of readDir(base))
+        if (e.isDirectory() && !e.name.startsWith('.')) walk(path.join(base, e.name), segs, depth + 1);
       return;
     }
     if (!isGlob(seg)) return walk(path.join(base, seg), more, depth + 1);
     const re = segmentRegex(seg);
-    for (const e of readDir(base)) if (re.test(e.name) && (more.length ? e.isDirectory() : true)) walk(path.join(base, e.name), more, depth + 1);
+    for (const e of readDir(base))
+      if (re.test(e.name) && (more.length ? e.isDirectory() : true)) walk(path.join(base, e.name), more, depth + 1);
   };
   walk(root, rest, 0);
   return [...new Set(out)];
@@ -114,14 +121,19 @@ export function resolveAuditInput(value: string, dir: string): ResolveResult {
     try {
       u = new URL(v);
     } catch {
-      return { error: `"${v}" is not a URL: write a /metrics URL such as http://127.0.0.1:8000/metrics, or a log path` };
+      return {
+        error: `"${v}" is not a URL: write a /metrics URL such as http://127.0.0.1:8000/metrics, or a log path`,
+      };
     }
     if (u.pathname === '/' || u.pathname === '') u.pathname = '/metrics';
     return { input: { kind: 'url', url: u.toString() } };
   }
   if (isGlob(v)) {
     const paths = sortByMtime(globFiles(v, dir));
-    if (!paths.length) return { error: `No file matches "${v}" (relative to ${dir}): write the path of a vLLM log, e.g. "audit: logs/day4-vllm.log", or a glob like "logs/*.log"` };
+    if (!paths.length)
+      return {
+        error: `No file matches "${v}" (relative to ${dir}): write the path of a vLLM log, e.g. "audit: logs/day4-vllm.log", or a glob like "logs/*.log"`,
+      };
     return { input: { kind: 'files', pattern: v, paths } };
   }
   const p = path.resolve(dir, v);
@@ -129,11 +141,14 @@ export function resolveAuditInput(value: string, dir: string): ResolveResult {
   try {
     st = fs.statSync(p);
   } catch {
-    return { error: `Cannot find "${v}" (resolved to ${p}): write the path of a vLLM server log relative to the notebook, a glob like "logs/*.log", or a /metrics URL` };
+    return {
+      error: `Cannot find "${v}" (resolved to ${p}): write the path of a vLLM server log relative to the notebook, a glob like "logs/*.log", or a /metrics URL`,
+    };
   }
   if (st.isDirectory()) {
     const paths = sortByMtime(globFiles('*.log', p));
-    if (!paths.length) return { error: `"${v}" is a folder with no *.log files: name the log file, e.g. "${path.join(v, 'vllm.log')}"` };
+    if (!paths.length)
+      return { error: `"${v}" is a folder with no *.log files: name the log file, e.g. "${path.join(v, 'vllm.log')}"` };
     return { input: { kind: 'files', pattern: path.join(v, '*.log'), paths } };
   }
   return { input: { kind: 'files', pattern: v, paths: [p] } };

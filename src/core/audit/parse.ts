@@ -87,7 +87,13 @@ const ANSI_RE = /\x1b\[[0-9;]*[A-Za-z]/g;
 // After the optional process prefix: "METHOD PATH HTTP/x" STATUS, uvicorn's access format.
 const ACCESS_RE = /(?:INFO|WARNING|ERROR):\s+(\S+) - "([A-Z]+) (\S+) HTTP\/[\d.]+" (\d{3})/y;
 // No prototype: a word like "toString" is no level.
-const LEVELS: Record<string, Level> = Object.assign(Object.create(null) as Record<string, Level>, { DEBUG: 'DEBUG', INFO: 'INFO', WARNING: 'WARNING', ERROR: 'ERROR', CRITICAL: 'CRITICAL' });
+const LEVELS: Record<string, Level> = Object.assign(Object.create(null) as Record<string, Level>, {
+  DEBUG: 'DEBUG',
+  INFO: 'INFO',
+  WARNING: 'WARNING',
+  ERROR: 'ERROR',
+  CRITICAL: 'CRITICAL',
+});
 
 const isDigit = (c: number) => c >= 48 && c <= 57;
 const two = (s: string, i: number) => (s.charCodeAt(i) - 48) * 10 + (s.charCodeAt(i + 1) - 48);
@@ -101,17 +107,41 @@ interface StartupRule {
 }
 
 const STARTUP_RULES: StartupRule[] = [
-  { needle: 'vLLM API server version', re: /vLLM API server version (\S+)/, make: (m) => ({ key: 'version', value: m[1] }) },
+  {
+    needle: 'vLLM API server version',
+    re: /vLLM API server version (\S+)/,
+    make: (m) => ({ key: 'version', value: m[1] }),
+  },
   {
     needle: 'LLM engine (v',
     re: /LLM engine \(v([^)\s]+)\) with config: /,
     make: (m) => ({ key: 'version', value: m[1] }),
   },
-  { needle: 'Model loading took', re: /Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds/, make: (m) => ({ key: 'weights_gib', value: num(m[1]), extra: { seconds: num(m[2]) } }) },
-  { needle: 'Loading weights took', re: /Loading weights took ([\d.]+) seconds/, make: (m) => ({ key: 'weights_load_s', value: num(m[1]) }) },
-  { needle: 'Available KV cache memory:', re: /Available KV cache memory: ([\d.]+) GiB/, make: (m) => ({ key: 'available_kv_gib', value: num(m[1]) }) },
-  { needle: 'reserved for KV Cache is', re: /reserved for KV Cache is ([\d.]+) ?GiB/, make: (m) => ({ key: 'available_kv_gib', value: num(m[1]) }) },
-  { needle: 'GPU KV cache size:', re: /GPU KV cache size: ([\d,]+) tokens/, make: (m) => ({ key: 'pool_tokens', value: num(m[1]) }) },
+  {
+    needle: 'Model loading took',
+    re: /Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds/,
+    make: (m) => ({ key: 'weights_gib', value: num(m[1]), extra: { seconds: num(m[2]) } }),
+  },
+  {
+    needle: 'Loading weights took',
+    re: /Loading weights took ([\d.]+) seconds/,
+    make: (m) => ({ key: 'weights_load_s', value: num(m[1]) }),
+  },
+  {
+    needle: 'Available KV cache memory:',
+    re: /Available KV cache memory: ([\d.]+) GiB/,
+    make: (m) => ({ key: 'available_kv_gib', value: num(m[1]) }),
+  },
+  {
+    needle: 'reserved for KV Cache is',
+    re: /reserved for KV Cache is ([\d.]+) ?GiB/,
+    make: (m) => ({ key: 'available_kv_gib', value: num(m[1]) }),
+  },
+  {
+    needle: 'GPU KV cache size:',
+    re: /GPU KV cache size: ([\d,]+) tokens/,
+    make: (m) => ({ key: 'pool_tokens', value: num(m[1]) }),
+  },
   {
     needle: 'Maximum concurrency for',
     re: /Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x/,
@@ -127,9 +157,21 @@ const STARTUP_RULES: StartupRule[] = [
     re: /init engine \(profile, create kv cache, warmup model\) took ([\d.]+) seconds/,
     make: (m) => ({ key: 'engine_init_s', value: num(m[1]) }),
   },
-  { needle: '# GPU blocks:', re: /# GPU blocks: (\d+), # CPU blocks: (\d+)/, make: (m) => ({ key: 'gpu_blocks', value: num(m[1]), extra: { cpu_blocks: num(m[2]) } }) },
-  { needle: 'non-default args:', re: /non-default args: .*?'model(?:_tag)?': '([^']+)'/, make: (m) => ({ key: 'model', value: m[1] }) },
-  { needle: 'args: Namespace(', re: /args: Namespace\(.*?\bmodel='([^']+)'/, make: (m) => ({ key: 'model', value: m[1] }) },
+  {
+    needle: '# GPU blocks:',
+    re: /# GPU blocks: (\d+), # CPU blocks: (\d+)/,
+    make: (m) => ({ key: 'gpu_blocks', value: num(m[1]), extra: { cpu_blocks: num(m[2]) } }),
+  },
+  {
+    needle: 'non-default args:',
+    re: /non-default args: .*?'model(?:_tag)?': '([^']+)'/,
+    make: (m) => ({ key: 'model', value: m[1] }),
+  },
+  {
+    needle: 'args: Namespace(',
+    re: /args: Namespace\(.*?\bmodel='([^']+)'/,
+    make: (m) => ({ key: 'model', value: m[1] }),
+  },
 ];
 
 const SAMPLER_FALLBACKS = [
@@ -143,7 +185,13 @@ const SAMPLER_FALLBACKS = [
  * (plus ESC: ANSI stripping could join one). A message with none of them is an "other" line.
  */
 export const MESSAGE_NEEDLES = new RegExp(
-  ['Avg prompt throughput: ', 'Prefix cache hit rate: GPU: ', 'is preempted by PreemptionMode.', 'sampl', ...STARTUP_RULES.map((r) => r.needle)]
+  [
+    'Avg prompt throughput: ',
+    'Prefix cache hit rate: GPU: ',
+    'is preempted by PreemptionMode.',
+    'sampl',
+    ...STARTUP_RULES.map((r) => r.needle),
+  ]
     .map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
     .concat('\\x1b')
     .join('|'),
@@ -153,7 +201,14 @@ export const MESSAGE_NEEDLES = new RegExp(
 function parseStats(msg: string, at: number): StatsFields | undefined {
   const head = msg.slice(0, at);
   const body = msg.slice(at);
-  const f: StatsFields = { format: 'v1', prompt_tok_s: NaN, gen_tok_s: NaN, running: NaN, waiting: NaN, kv_usage_pct: NaN };
+  const f: StatsFields = {
+    format: 'v1',
+    prompt_tok_s: NaN,
+    gen_tok_s: NaN,
+    running: NaN,
+    waiting: NaN,
+    kv_usage_pct: NaN,
+  };
   let e = /Engine (\d+):\s*$/.exec(head);
   if (e) f.engine = Number(e[1]);
   else if ((e = /(\d+) Engines Aggregated:\s*$/.exec(head))) f.aggregatedEngines = Number(e[1]);
@@ -250,11 +305,13 @@ export function classifyLine(raw: string): Classified {
     if (line.indexOf(' - "', off) > 0) {
       ACCESS_RE.lastIndex = off;
       const a = ACCESS_RE.exec(line);
-      if (a) return { kind: 'access', process, access: { client: a[1], method: a[2], path: a[3], status: Number(a[4]) } };
+      if (a)
+        return { kind: 'access', process, access: { client: a[1], method: a[2], path: a[3], status: Number(a[4]) } };
     }
     // uvicorn's own lines: "INFO:     Started server process [4650]".
     const uv = line.indexOf(':     ', off);
-    if (uv > off && uv - off <= 8 && LEVELS[line.slice(off, uv)]) return { kind: 'vllm', level: LEVELS[line.slice(off, uv)], process, message: line.slice(uv + 6) };
+    if (uv > off && uv - off <= 8 && LEVELS[line.slice(off, uv)])
+      return { kind: 'vllm', level: LEVELS[line.slice(off, uv)], process, message: line.slice(uv + 6) };
     return { kind: 'unknown' };
   }
   let q = p + 14;
@@ -289,11 +346,17 @@ export function classifyLine(raw: string): Classified {
   }
   if (msg.indexOf('is preempted by PreemptionMode.') >= 0) {
     const p = /PreemptionMode\.(\w+)(?:.*total_num_cumulative_preemption=(\d+))?/.exec(msg);
-    return { ...base, kind: 'preemption', preemption: { mode: p?.[1] ?? 'RECOMPUTE', cumulative: p?.[2] !== undefined ? Number(p[2]) : undefined } };
+    return {
+      ...base,
+      kind: 'preemption',
+      preemption: { mode: p?.[1] ?? 'RECOMPUTE', cumulative: p?.[2] !== undefined ? Number(p[2]) : undefined },
+    };
   }
   if (msg.indexOf('sampl') >= 0) {
-    if (msg.indexOf('Using FlashInfer for top-p & top-k sampling') >= 0) return { ...base, kind: 'sampler', sampler: { backend: 'flashinfer', text: msg } };
-    if (SAMPLER_FALLBACKS.some((s) => msg.indexOf(s) >= 0)) return { ...base, kind: 'sampler', sampler: { backend: 'fallback', text: msg } };
+    if (msg.indexOf('Using FlashInfer for top-p & top-k sampling') >= 0)
+      return { ...base, kind: 'sampler', sampler: { backend: 'flashinfer', text: msg } };
+    if (SAMPLER_FALLBACKS.some((s) => msg.indexOf(s) >= 0))
+      return { ...base, kind: 'sampler', sampler: { backend: 'fallback', text: msg } };
   }
   for (const r of STARTUP_RULES) {
     if (msg.indexOf(r.needle) < 0) continue;
@@ -438,7 +501,9 @@ export class WindowSeries {
   }
   /** "MM-DD HH:MM:SS" of window i, as the log printed it (no strings are held per window). */
   stamp(i: number): string {
-    return new Date((this.origin + this.t[i]) * 1000).toISOString().replace(/^\d+-(\d\d-\d\d)T(\d\d:\d\d:\d\d).*$/, '$1 $2');
+    return new Date((this.origin + this.t[i]) * 1000)
+      .toISOString()
+      .replace(/^\d+-(\d\d-\d\d)T(\d\d:\d\d:\d\d).*$/, '$1 $2');
   }
   get(i: number): StatsWindow {
     const r = (x: number) => Math.round(x * 100) / 100; // undo float32 noise: the log prints ≤ 2 decimals
@@ -686,7 +751,8 @@ export class LogAuditor {
         return;
       case 'unknown':
         f.unknown_lines++;
-        if (f.unknown_samples.length < MAX_SAMPLES) f.unknown_samples.push({ line, text: raw.length > 200 ? raw.slice(0, 200) + '…' : raw });
+        if (f.unknown_samples.length < MAX_SAMPLES)
+          f.unknown_samples.push({ line, text: raw.length > 200 ? raw.slice(0, 200) + '…' : raw });
         return;
       case 'vllm':
         f.other_lines++;
@@ -718,14 +784,16 @@ export class LogAuditor {
       case 'preemption': {
         f.preemption_warning_count++;
         this.preemptSinceWindow++;
-        if (f.preemption_warnings.length < MAX_PREEMPTION_RECORDS) f.preemption_warnings.push({ line, t, cumulative: c.preemption!.cumulative });
+        if (f.preemption_warnings.length < MAX_PREEMPTION_RECORDS)
+          f.preemption_warnings.push({ line, t, cumulative: c.preemption!.cumulative });
         return;
       }
       case 'sampler': {
         const s = c.sampler!;
         f.sampler_lines.push({ line, backend: s.backend });
         // A fallback outranks a selection: it is what ran.
-        if (!f.sampler || (f.sampler.value === 'flashinfer' && s.backend === 'fallback')) f.sampler = { value: s.backend, line, text: s.text, lines: [line] };
+        if (!f.sampler || (f.sampler.value === 'flashinfer' && s.backend === 'fallback'))
+          f.sampler = { value: s.backend, line, text: s.text, lines: [line] };
         else if (f.sampler.value === s.backend) f.sampler.lines.push(line);
         return;
       }
@@ -763,7 +831,8 @@ export class LogAuditor {
         }
         break;
       case 'pool_tokens':
-        if (!f.pool_tokens || f.pool_tokens.derived) f.pool_tokens = { value: v as number, line, workers: 1, values: [v as number], lines: [line] };
+        if (!f.pool_tokens || f.pool_tokens.derived)
+          f.pool_tokens = { value: v as number, line, workers: 1, values: [v as number], lines: [line] };
         else {
           f.pool_tokens.workers++;
           f.pool_tokens.values.push(v as number);
@@ -802,24 +871,25 @@ export class LogAuditor {
       w.waiting[i] += s.waiting;
       w.preempt[i] += s.preemptions ?? 0;
       w.kv[i] = (w.kv[i] * n + s.kv_usage_pct) / (n + 1);
-      if (s.prefix_hit_pct !== undefined) w.hit[i] = Number.isNaN(w.hit[i]) ? s.prefix_hit_pct : (w.hit[i] * n + s.prefix_hit_pct) / (n + 1);
+      if (s.prefix_hit_pct !== undefined)
+        w.hit[i] = Number.isNaN(w.hit[i]) ? s.prefix_hit_pct : (w.hit[i] * n + s.prefix_hit_pct) / (n + 1);
       w.engines[i] = n + 1;
       return;
     }
     this.pendingEngines = new Set([engine]);
     this.lastWindowT = t;
     w.push({
-        t,
-        line,
-        prompt_tok_s: s.prompt_tok_s,
-        gen_tok_s: s.gen_tok_s,
-        running: s.running,
-        waiting: s.waiting,
-        preemptions: (s.preemptions ?? 0) + this.preemptSinceWindow,
-        kv_usage_pct: s.kv_usage_pct,
-        prefix_hit_pct: s.prefix_hit_pct ?? NaN,
-        requests: this.reqSinceWindow,
-        engines: s.aggregatedEngines ?? 1,
+      t,
+      line,
+      prompt_tok_s: s.prompt_tok_s,
+      gen_tok_s: s.gen_tok_s,
+      running: s.running,
+      waiting: s.waiting,
+      preemptions: (s.preemptions ?? 0) + this.preemptSinceWindow,
+      kv_usage_pct: s.kv_usage_pct,
+      prefix_hit_pct: s.prefix_hit_pct ?? NaN,
+      requests: this.reqSinceWindow,
+      engines: s.aggregatedEngines ?? 1,
     });
     this.v0HitPending = s.format === 'v0';
     this.reqSinceWindow = 0;
@@ -840,7 +910,15 @@ export class LogAuditor {
     f.year_rollovers = this.clock.rollovers;
     f.windows.origin = this.clock.origin ?? 0;
     // V0 prints blocks, not tokens: tokens = GPU blocks × block size (16).
-    if (!f.pool_tokens && f.gpu_blocks) f.pool_tokens = { value: f.gpu_blocks.value * 16, line: f.gpu_blocks.line, workers: 1, values: [f.gpu_blocks.value * 16], lines: [f.gpu_blocks.line], derived: 'GPU blocks × 16' };
+    if (!f.pool_tokens && f.gpu_blocks)
+      f.pool_tokens = {
+        value: f.gpu_blocks.value * 16,
+        line: f.gpu_blocks.line,
+        workers: 1,
+        values: [f.gpu_blocks.value * 16],
+        lines: [f.gpu_blocks.line],
+        derived: 'GPU blocks × 16',
+      };
     return f;
   }
 }

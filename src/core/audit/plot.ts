@@ -31,7 +31,10 @@ export function timelineSpec(w: WindowSeries, tl: Timeline, title: string): VlSp
     const k = e - b;
     const min = +(w.t[b] / 60).toFixed(3);
     const line = w.line[b];
-    thr.push({ min, line, series: 'prompt tok/s', v: +(p / k).toFixed(1) }, { min, line, series: 'generation tok/s', v: +(g / k).toFixed(1) });
+    thr.push(
+      { min, line, series: 'prompt tok/s', v: +(p / k).toFixed(1) },
+      { min, line, series: 'generation tok/s', v: +(g / k).toFixed(1) },
+    );
     load.push({ min, line, series: 'running', v: run }, { min, line, series: 'waiting', v: wait });
     pct.push({ min, line, series: 'GPU KV cache usage %', v: +kv.toFixed(1) });
     if (!Number.isNaN(hit)) pct.push({ min, line, series: 'prefix cache hit %', v: +hit.toFixed(1) });
@@ -49,7 +52,11 @@ export function timelineSpec(w: WindowSeries, tl: Timeline, title: string): VlSp
     encoding: {
       x: { field: 'start', type: 'quantitative' },
       x2: { field: 'end' },
-      tooltip: [{ field: 'seg' }, { field: 'lines', title: 'log lines' }, { field: 'load', title: 'running + waiting' }],
+      tooltip: [
+        { field: 'seg' },
+        { field: 'lines', title: 'log lines' },
+        { field: 'load', title: 'running + waiting' },
+      ],
     },
   };
   const x = { field: 'min', type: 'quantitative', title: 'minutes since the first log line' };

@@ -70,7 +70,10 @@ export async function feedFile(auditor: LogAuditor, path: string, opts: AuditFil
 }
 
 /** Audit one or more log files, read in the order given, as one timeline. */
-export async function auditFiles(paths: string[], opts: AuditFileOptions = {}): Promise<{ facts: AuditFacts; timings: AuditTimings }> {
+export async function auditFiles(
+  paths: string[],
+  opts: AuditFileOptions = {},
+): Promise<{ facts: AuditFacts; timings: AuditTimings }> {
   const t0 = performance.now();
   const c0 = process.cpuUsage();
   const auditor = new LogAuditor();
@@ -82,7 +85,15 @@ export async function auditFiles(paths: string[], opts: AuditFileOptions = {}): 
   const cpu = (cu.user + cu.system) / 1000;
   return {
     facts,
-    timings: { bytes, lines: facts.lines, total_ms: ms, mb_per_s: bytes / 1e6 / (ms / 1000), lines_per_s: facts.lines / (ms / 1000), cpu_ms: cpu, mb_per_cpu_s: bytes / 1e6 / (cpu / 1000) },
+    timings: {
+      bytes,
+      lines: facts.lines,
+      total_ms: ms,
+      mb_per_s: bytes / 1e6 / (ms / 1000),
+      lines_per_s: facts.lines / (ms / 1000),
+      cpu_ms: cpu,
+      mb_per_cpu_s: bytes / 1e6 / (cpu / 1000),
+    },
   };
 }
 

@@ -124,7 +124,8 @@ export class ScanState {
 }
 
 function toWords(tpl: Uint8Array, n: number, out: Int32Array): void {
-  for (let k = 0; 4 * k + 4 <= n; k++) out[k] = tpl[4 * k] | (tpl[4 * k + 1] << 8) | (tpl[4 * k + 2] << 16) | (tpl[4 * k + 3] << 24);
+  for (let k = 0; 4 * k + 4 <= n; k++)
+    out[k] = tpl[4 * k] | (tpl[4 * k + 1] << 8) | (tpl[4 * k + 2] << 16) | (tpl[4 * k + 3] << 24);
 }
 
 /** buf[at, at + n) equals tpl (a word at a time); the caller has checked at + n is in range. */
@@ -211,7 +212,15 @@ function scanHead(buf: Buffer, s: number, e: number, st: ScanState): number {
       const c = buf[j];
       if (c === 0x29) break;
       if (c < SP || c >= 0x7f) return FALLBACK;
-      if (c === SP && j + 4 < e && buf[j + 1] === 0x70 && buf[j + 2] === 0x69 && buf[j + 3] === 0x64 && buf[j + 4] === 0x3d) pid = true;
+      if (
+        c === SP &&
+        j + 4 < e &&
+        buf[j + 1] === 0x70 &&
+        buf[j + 2] === 0x69 &&
+        buf[j + 3] === 0x64 &&
+        buf[j + 4] === 0x3d
+      )
+        pid = true;
     }
     if (j >= e || !pid || j - open >= 96) return FALLBACK;
     i = j + 1;
@@ -269,7 +278,8 @@ function levelOf(buf: Buffer, i: number, w: number): number {
 export function scanLine(buf: Buffer, s: number, e: number, st: ScanState): ScanKind {
   if (e > s && buf[e - 1] === 13) e--;
   if (e === s) return BLANK;
-  if (st.tplALen && s + st.tplALen < e && same(buf, s, st.tplA, st.tplALen)) return scanAccess(buf, s + st.tplALen, e, st);
+  if (st.tplALen && s + st.tplALen < e && same(buf, s, st.tplA, st.tplALen))
+    return scanAccess(buf, s + st.tplALen, e, st);
   if (st.tplVLen && s + st.tplVLen < e && same(buf, s, st.tplV, st.tplVLen)) {
     st.level = st.tplVLevel;
     return scanVllm(buf, s + st.tplVLen, e, st);

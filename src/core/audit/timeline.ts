@@ -92,7 +92,8 @@ export function buildTimeline(w: WindowSeries): Timeline {
   // The load at a tick is noisy under synchronized waves (everyone finishes, the client re-sends):
   // a window's level is the larger of its own and the previous window's, within a run.
   const raw = (i: number) => w.running[i] + w.waiting[i];
-  const level = (i: number) => (i > 0 && w.t[i] - w.t[i - 1] <= gapLimit && !isIdle(w, i - 1) ? Math.max(raw(i), raw(i - 1)) : raw(i));
+  const level = (i: number) =>
+    i > 0 && w.t[i] - w.t[i - 1] <= gapLimit && !isIdle(w, i - 1) ? Math.max(raw(i), raw(i - 1)) : raw(i);
   // 1. Busy runs.
   const runs: { first: number; last: number; after: 'start' | 'idle' }[] = [];
   let cur: { first: number; last: number; after: 'start' | 'idle' } | undefined;
@@ -129,7 +130,12 @@ export function buildTimeline(w: WindowSeries): Timeline {
       if (i === r.last) break;
       const next = level(i + 1);
       // Both this window and the next moved away from the segment's level, the same way.
-      if (i - segStart >= 1 && changed(here, ref) && changed(next, ref) && Math.sign(here - ref) === Math.sign(next - ref)) {
+      if (
+        i - segStart >= 1 &&
+        changed(here, ref) &&
+        changed(next, ref) &&
+        Math.sign(here - ref) === Math.sign(next - ref)
+      ) {
         spans.push({ first: segStart, last: i - 1, after });
         segStart = i;
         after = 'load-change';
@@ -139,7 +145,8 @@ export function buildTimeline(w: WindowSeries): Timeline {
     // A short drop at the very end of a run is the last point draining, not a point of its own.
     const k = spans.length - 1;
     if (k > 0 && spans[k].after === 'load-change' && spans[k].last - spans[k].first < 2) {
-      const lv = (sp: { first: number; last: number }) => median(Array.from({ length: sp.last - sp.first + 1 }, (_, j) => level(sp.first + j)));
+      const lv = (sp: { first: number; last: number }) =>
+        median(Array.from({ length: sp.last - sp.first + 1 }, (_, j) => level(sp.first + j)));
       if (lv(spans[k]) < lv(spans[k - 1])) spans[k - 1].last = spans.pop()!.last;
     }
   }
@@ -158,7 +165,8 @@ export function buildTimeline(w: WindowSeries): Timeline {
     }
   }
   // Neighbours with no time gap and the same load are one point that drained at a tick.
-  const lvl = (sp: { first: number; last: number }) => median(Array.from({ length: sp.last - sp.first + 1 }, (_, j) => level(sp.first + j)).filter((x) => x > 0));
+  const lvl = (sp: { first: number; last: number }) =>
+    median(Array.from({ length: sp.last - sp.first + 1 }, (_, j) => level(sp.first + j)).filter((x) => x > 0));
   for (let k = spans.length - 1; k > 0; k--) {
     const a = spans[k - 1];
     const b = spans[k];
@@ -171,7 +179,14 @@ export function buildTimeline(w: WindowSeries): Timeline {
   return { interval_s: interval, busy_windows: busy, idle_windows: idle, missing_windows: missing, segments };
 }
 
-function summarize(w: WindowSeries, first: number, last: number, index: number, after: Segment['starts_after'], level: (i: number) => number): Segment {
+function summarize(
+  w: WindowSeries,
+  first: number,
+  last: number,
+  index: number,
+  after: Segment['starts_after'],
+  level: (i: number) => number,
+): Segment {
   let sp = 0;
   let sg = 0;
   let peakRun = 0;

@@ -85,7 +85,9 @@ function keyForms(key: string): string[] {
   const bytes = Buffer.from(key);
   for (let pad = 0; pad < 3; pad++) {
     // The key's bytes at offset `pad` within a base64 group: drop the characters the neighbours share.
-    const b64 = Buffer.concat([Buffer.alloc(pad), bytes]).toString('base64').replace(/=+$/, '');
+    const b64 = Buffer.concat([Buffer.alloc(pad), bytes])
+      .toString('base64')
+      .replace(/=+$/, '');
     const core = b64.slice(pad ? 4 : 0, b64.length - 3);
     if (core.length >= REDACT_PIECE) {
       forms.add(core);
@@ -146,7 +148,9 @@ function redactKey(text: string, key: string): string {
 export function redact(text: string, key?: string): string {
   let s = text;
   if (key && key.length >= 4) s = redactKey(s, key);
-  return s.replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+)?[^\s"',}]+/gi, '$1[redacted]').replace(/bearer\s+(?!\[redacted\])[A-Za-z0-9._~+/=-]{4,}/gi, 'Bearer [redacted]');
+  return s
+    .replace(/(authorization["']?\s*[:=]\s*["']?)(bearer\s+)?[^\s"',}]+/gi, '$1[redacted]')
+    .replace(/bearer\s+(?!\[redacted\])[A-Za-z0-9._~+/=-]{4,}/gi, 'Bearer [redacted]');
 }
 
 /** The first `n` characters of a server's text, redacted before the cut (a cut through the key would leave part of it). */
@@ -184,7 +188,12 @@ export function normalizeBaseUrl(url: string): string {
 
 /** An undici Agent sized for a sweep: enough connections for the largest point, no pipelining. */
 export function createAgent(connections: number): Agent {
-  return new Agent({ connections: Math.max(1, connections), pipelining: 1, keepAliveTimeout: 30_000, connectTimeout: 10_000 });
+  return new Agent({
+    connections: Math.max(1, connections),
+    pipelining: 1,
+    keepAliveTimeout: 30_000,
+    connectTimeout: 10_000,
+  });
 }
 
 export function buildBody(cfg: ClientConfig, spec: RequestSpec): string {
@@ -217,10 +226,14 @@ function classifyError(err: any): { kind: ErrorKind; message: string } {
   const code: string = err?.code ?? err?.cause?.code ?? '';
   const msg = `${err?.message ?? err}${code && !String(err?.message).includes(code) ? ` (${code})` : ''}`;
   if (err?.name === 'BenchTimeout') return { kind: 'timeout', message: err.message };
-  if (err?.name === 'BenchCancel' || err?.name === 'AbortError' || code === 'UND_ERR_ABORTED') return { kind: 'cancelled', message: 'cancelled' };
-  if (code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'timeout', message: msg };
-  if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'].includes(code)) return { kind: 'connect', message: msg };
-  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE' || code === 'UND_ERR_CLOSED') return { kind: 'reset', message: msg };
+  if (err?.name === 'BenchCancel' || err?.name === 'AbortError' || code === 'UND_ERR_ABORTED')
+    return { kind: 'cancelled', message: 'cancelled' };
+  if (code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT')
+    return { kind: 'timeout', message: msg };
+  if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL'].includes(code))
+    return { kind: 'connect', message: msg };
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE' || code === 'UND_ERR_CLOSED')
+    return { kind: 'reset', message: msg };
   return { kind: 'client', message: msg };
 }
 
@@ -246,10 +259,14 @@ function onAbortOf(signal: AbortSignal, fn: () => void): () => void {
     const f = new Set<() => void>();
     fan = f;
     abortFans.set(signal, f);
-    signal.addEventListener('abort', () => {
-      for (const g of [...f]) g();
-      f.clear();
-    }, { once: true });
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const g of [...f]) g();
+        f.clear();
+      },
+      { once: true },
+    );
   }
   const set = fan;
   set.add(fn);
@@ -299,12 +316,21 @@ export function isPlainChunk(b: Buffer, s: number, e: number): boolean {
  * Send one streaming request. Never throws and never rejects: every outcome, including a
  * refused connection, ends in a RawResult with an error kind.
  */
-export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: RequestSpec, signal?: AbortSignal): Promise<RawResult> {
+export function sendRequest(
+  dispatcher: Dispatcher,
+  cfg: ClientConfig,
+  spec: RequestSpec,
+  signal?: AbortSignal,
+): Promise<RawResult> {
   return new Promise<RawResult>((resolve) => {
     const base = normalizeBaseUrl(cfg.baseUrl);
     const u = new URL(base);
     const path = `${u.pathname.replace(/\/$/, '')}/v1/${cfg.api === 'chat' ? 'chat/completions' : 'completions'}`;
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'text/event-stream', ...(cfg.headers ?? {}) };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      ...(cfg.headers ?? {}),
+    };
     if (cfg.apiKey) headers.authorization = `Bearer ${cfg.apiKey}`;
     if (spec.requestId) headers['x-request-id'] = spec.requestId;
     const body = spec.body ?? buildBody(cfg, spec);
@@ -352,7 +378,8 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
           r.ok = true;
           if (!usageSeen) {
             r.errorKind = 'missing-usage';
-            r.errorMessage = 'no usage chunk (stream_options.include_usage ignored?): output tokens counted from chunks';
+            r.errorMessage =
+              'no usage chunk (stream_options.include_usage ignored?): output tokens counted from chunks';
             r.outputTokens = chunkAt.length;
           } else if (!done) {
             r.errorKind = 'no-done';
@@ -381,7 +408,11 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
       }
       offAbort = onAbortOf(signal, onAbort);
     }
-    if (cfg.requestTimeoutMs > 0) totalTimer = setTimeout(() => fail('timeout', `no complete response within ${cfg.requestTimeoutMs} ms (request timeout)`), cfg.requestTimeoutMs);
+    if (cfg.requestTimeoutMs > 0)
+      totalTimer = setTimeout(
+        () => fail('timeout', `no complete response within ${cfg.requestTimeoutMs} ms (request timeout)`),
+        cfg.requestTimeoutMs,
+      );
 
     // `payload` is latin1 (see the header): ASCII tests work on it directly; decode before parsing.
     const onEvent = (payload: string, t: number) => {
@@ -409,7 +440,10 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
         return;
       }
       if (obj === null || typeof obj !== 'object') {
-        fail('malformed-json', `a chunk is not a JSON object: ${redactCut(utf8(payload.slice(0, 4096)), 120, cfg.apiKey)}`);
+        fail(
+          'malformed-json',
+          `a chunk is not a JSON object: ${redactCut(utf8(payload.slice(0, 4096)), 120, cfg.apiKey)}`,
+        );
         return;
       }
       if (obj.error) {
@@ -482,10 +516,18 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
             dBuf = undefined;
             data = `${prev}\n${buf.toString('latin1', v, end)}`;
           }
-        } else if (buf[pos] === 58 /* ':' comment */ || startsWith(buf, pos, end, EVENT) || startsWith(buf, pos, end, ID) || startsWith(buf, pos, end, RETRY)) {
+        } else if (
+          buf[pos] === 58 /* ':' comment */ ||
+          startsWith(buf, pos, end, EVENT) ||
+          startsWith(buf, pos, end, ID) ||
+          startsWith(buf, pos, end, RETRY)
+        ) {
           // not used by OpenAI-compatible streams
         } else {
-          fail('malformed-sse', `not an SSE line: ${redactCut(buf.toString('utf8', pos, Math.min(end, pos + 4096)), 120, cfg.apiKey)}`);
+          fail(
+            'malformed-sse',
+            `not an SSE line: ${redactCut(buf.toString('utf8', pos, Math.min(end, pos + 4096)), 120, cfg.apiKey)}`,
+          );
           return;
         }
         pos = nl + 1;
@@ -512,7 +554,8 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
       onResponseData(_c, chunk) {
         const t = now();
         if (status !== 200) {
-          if (errBody.length < MAX_ERROR_BODY) errBody += chunk.toString('utf8', 0, Math.min(chunk.length, MAX_ERROR_BODY));
+          if (errBody.length < MAX_ERROR_BODY)
+            errBody += chunk.toString('utf8', 0, Math.min(chunk.length, MAX_ERROR_BODY));
           return;
         }
         if (failure) return;
@@ -532,7 +575,8 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
             // usage came, [DONE] did not: finish() records a soft "no-done".
           } else if ((err as Error)?.name !== 'BenchFail') {
             failure = classifyError(err);
-            if (failure.kind === 'reset' && chunkAt.length) failure.message = `connection reset after ${chunkAt.length} chunks: ${failure.message}`;
+            if (failure.kind === 'reset' && chunkAt.length)
+              failure.message = `connection reset after ${chunkAt.length} chunks: ${failure.message}`;
           }
         }
         finish(t);
@@ -559,13 +603,26 @@ export function sendRequest(dispatcher: Dispatcher, cfg: ClientConfig, spec: Req
 }
 
 /** A small GET (JSON or text) with a timeout; returns status and body, or throws a classified error. */
-export async function getText(dispatcher: Dispatcher, baseUrl: string, path: string, apiKey: string | undefined, timeoutMs = 5000): Promise<{ status: number; body: string; ms: number }> {
+export async function getText(
+  dispatcher: Dispatcher,
+  baseUrl: string,
+  path: string,
+  apiKey: string | undefined,
+  timeoutMs = 5000,
+): Promise<{ status: number; body: string; ms: number }> {
   const u = new URL(normalizeBaseUrl(baseUrl));
   const headers: Record<string, string> = {};
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   const t0 = now();
   try {
-    const res = await dispatcher.request({ origin: u.origin, path: `${u.pathname.replace(/\/$/, '')}${path}`, method: 'GET', headers, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const res = await dispatcher.request({
+      origin: u.origin,
+      path: `${u.pathname.replace(/\/$/, '')}${path}`,
+      method: 'GET',
+      headers,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     const body = await res.body.text();
     return { status: res.statusCode, body, ms: now() - t0 };
   } catch (e) {

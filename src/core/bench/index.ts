@@ -10,7 +10,14 @@ import * as fs from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { redact, redactDeep } from './client';
-import { runSweepHere, type PointResult, type SweepHooks, type SweepInfo, type SweepOptions, type SweepResult } from './sweep';
+import {
+  runSweepHere,
+  type PointResult,
+  type SweepHooks,
+  type SweepInfo,
+  type SweepOptions,
+  type SweepResult,
+} from './sweep';
 import type { WorkerMessage } from './worker';
 
 export type { PointResult, SweepHooks, SweepInfo, SweepOptions, SweepResult, ProgressInfo } from './sweep';
@@ -23,7 +30,8 @@ export interface RunSweepControl extends SweepHooks {
 /** Where the worker script is, or undefined when none can be found. */
 export function resolveWorkerScript(explicit?: string): string | undefined {
   if (explicit && explicit !== 'auto' && explicit !== 'off') return fs.existsSync(explicit) ? explicit : undefined;
-  if (process.env.INFLAB_BENCH_WORKER && fs.existsSync(process.env.INFLAB_BENCH_WORKER)) return process.env.INFLAB_BENCH_WORKER;
+  if (process.env.INFLAB_BENCH_WORKER && fs.existsSync(process.env.INFLAB_BENCH_WORKER))
+    return process.env.INFLAB_BENCH_WORKER;
   const here = import.meta.url;
   for (const rel of ['./bench-worker.js', './worker.ts', './worker.js']) {
     try {
@@ -83,9 +91,19 @@ function inWorker(script: string, opts: SweepOptions, hooks: RunSweepControl): P
         if (!ready) reject(new WorkerStartError(message));
         else
           resolve({
-            ...(info ?? { endpoint: opts.endpoint, model: opts.model ?? 'unknown', metricsAvailable: false, notes: [], runId: '' }),
+            ...(info ?? {
+              endpoint: opts.endpoint,
+              model: opts.model ?? 'unknown',
+              metricsAvailable: false,
+              notes: [],
+              runId: '',
+            }),
             points,
-            stopped: { reason: 'crash', afterPoint: points.length - 1, message: `the bench worker stopped: ${redact(message, opts.apiKey)}; ${points.length} finished point(s) kept` },
+            stopped: {
+              reason: 'crash',
+              afterPoint: points.length - 1,
+              message: `the bench worker stopped: ${redact(message, opts.apiKey)}; ${points.length} finished point(s) kept`,
+            },
             thread: 'worker',
           });
       });

@@ -75,7 +75,13 @@ export interface RunPointOptions {
 
 const MAX_REQUESTS = 1_000_000;
 
-export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: PointLoad, prompts: PromptSource, opts: RunPointOptions = {}): Promise<PointRun> {
+export async function runPoint(
+  dispatcher: Dispatcher,
+  cfg: ClientConfig,
+  load: PointLoad,
+  prompts: PromptSource,
+  opts: RunPointOptions = {},
+): Promise<PointRun> {
   const signal = opts.signal;
   // Many streams: split the point across load threads (shards.ts), each with its own event loop.
   if (load.mode === 'closed' && load.requests !== undefined) {
@@ -192,7 +198,8 @@ export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: 
         const wait = at - now();
         if (wait > 1) await sleep(wait - 1, signal);
         // Timers may fire a little early on the monotonic clock; yield (not spin) until the schedule.
-        for (let k = 0; k < 10_000 && now() < at && !signal?.aborted; k++) await new Promise<void>((r) => setImmediate(r));
+        for (let k = 0; k < 10_000 && now() < at && !signal?.aborted; k++)
+          await new Promise<void>((r) => setImmediate(r));
         if (signal?.aborted) break;
         while (inFlight >= cap && !signal?.aborted) await new Promise<void>((res) => (slotFree = res));
         lags.push(now() - at);
@@ -221,7 +228,12 @@ export async function runPoint(dispatcher: Dispatcher, cfg: ClientConfig, load: 
     observedInFlight: sampleN ? sampleSum / sampleN : NaN,
     maxInFlight,
     dispatchLagMs: load.mode === 'open' ? distribution(lags, [90, 99]) : undefined,
-    loopLag: { mean_ms: ns(lag.mean), p50_ms: ns(lag.percentile(50)), p99_ms: ns(lag.percentile(99)), max_ms: ns(lag.max) },
+    loopLag: {
+      mean_ms: ns(lag.mean),
+      p50_ms: ns(lag.percentile(50)),
+      p99_ms: ns(lag.percentile(99)),
+      max_ms: ns(lag.max),
+    },
     cancelled: !!signal?.aborted,
   };
 }

@@ -177,7 +177,15 @@ export function distribution(values: ArrayLike<number>, percentiles: number[] = 
   for (let i = 0; i < n; i++) sq += (s[i] - mean) ** 2;
   const p: Record<string, number> = {};
   for (const q of percentiles) p[pKey(q)] = percentileSorted(s, q);
-  return { n, mean, median: percentileSorted(s, 50), std: n ? Math.sqrt(sq / n) : NaN, min: n ? s[0] : NaN, max: n ? s[n - 1] : NaN, p };
+  return {
+    n,
+    mean,
+    median: percentileSorted(s, 50),
+    std: n ? Math.sqrt(sq / n) : NaN,
+    min: n ? s[0] : NaN,
+    max: n ? s[n - 1] : NaN,
+    p,
+  };
 }
 
 /** The per-request latencies of one record (ms); undefined fields when the record has no chunks. */
@@ -292,7 +300,8 @@ export const FORMULAS: Record<string, string> = {
   output_throughput: 'output throughput = Σ usage.completion_tokens / duration',
   total_token_throughput: 'total-token throughput = (Σ prompt + Σ completion tokens) / duration',
   goodput: 'goodput = requests meeting every SLO / duration',
-  little: "Little's law: L = λ·W, λ = completed / duration, W = mean E2E; against L observed = time-averaged in-flight count",
+  little:
+    "Little's law: L = λ·W, λ = completed / duration, W = mean E2E; against L observed = time-averaged in-flight count",
   failure_rate: 'failure rate = failed / (completed + failed)',
   hit_rate: 'prefix-cache hit rate = Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over the point',
 };

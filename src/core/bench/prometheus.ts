@@ -158,8 +158,18 @@ export function snapshotOf(text: string): Snapshot {
 
 /** Names of each quantity, newest first (see the metrics section of the vLLM formats reference). */
 export const METRIC_NAMES = {
-  prefixHits: ['vllm:prefix_cache_hits_total', 'vllm:prefix_cache_hits', 'vllm:gpu_prefix_cache_hits_total', 'vllm:gpu_prefix_cache_hits'],
-  prefixQueries: ['vllm:prefix_cache_queries_total', 'vllm:prefix_cache_queries', 'vllm:gpu_prefix_cache_queries_total', 'vllm:gpu_prefix_cache_queries'],
+  prefixHits: [
+    'vllm:prefix_cache_hits_total',
+    'vllm:prefix_cache_hits',
+    'vllm:gpu_prefix_cache_hits_total',
+    'vllm:gpu_prefix_cache_hits',
+  ],
+  prefixQueries: [
+    'vllm:prefix_cache_queries_total',
+    'vllm:prefix_cache_queries',
+    'vllm:gpu_prefix_cache_queries_total',
+    'vllm:gpu_prefix_cache_queries',
+  ],
   prefixHitRateGauge: ['vllm:gpu_prefix_cache_hit_rate'],
   preemptions: ['vllm:num_preemptions_total', 'vllm:num_preemptions'],
   kvUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],

@@ -47,7 +47,10 @@ function tokenRange(vocab: number): { low: number; high: number } {
   return { low: Math.min(100, high - 100), high };
 }
 
-const WORDS = 'time year people way day man thing woman life child world school state family student group country problem hand part place case week company system program question work government number night point home water room mother area money story fact month lot right study book eye job word business issue side kind head house service friend father power hour game line end member law car city community name president team minute idea kid body information back parent face others level office door health person art war history party result change morning reason research girl guy moment air teacher force education'.split(' ');
+const WORDS =
+  'time year people way day man thing woman life child world school state family student group country problem hand part place case week company system program question work government number night point home water room mother area money story fact month lot right study book eye job word business issue side kind head house service friend father power hour game line end member law car city community name president team minute idea kid body information back parent face others level office door health person art war history party result change morning reason research girl guy moment air teacher force education'.split(
+    ' ',
+  );
 
 export interface PromptSource {
   /** The prompt of request i of this point (deterministic in the seed and i order of calls). */
@@ -55,7 +58,12 @@ export interface PromptSource {
 }
 
 /** Prompts for one point: token ids for completions; words for chat (length then only approximate). */
-export function promptSource(seed: number, inputTokens: number, vocab: number, kind: 'ids' | 'words' = 'ids'): PromptSource {
+export function promptSource(
+  seed: number,
+  inputTokens: number,
+  vocab: number,
+  kind: 'ids' | 'words' = 'ids',
+): PromptSource {
   const r = rng(seed);
   const { low, high } = tokenRange(vocab);
   const span = high - low;

@@ -82,7 +82,14 @@ export function fromColumnar(c: ColumnarRecords): RequestRecord[] {
       t = us(t + c.chunk_ms[k++]);
       chunkMs.push(t);
     }
-    const r: RequestRecord = { id: c.id[i], scheduledMs: c.scheduled[i], sentMs: c.sent[i], endMs: c.end[i], chunkMs, ok: c.ok[i] === 1 };
+    const r: RequestRecord = {
+      id: c.id[i],
+      scheduledMs: c.scheduled[i],
+      sentMs: c.sent[i],
+      endMs: c.end[i],
+      chunkMs,
+      ok: c.ok[i] === 1,
+    };
     if (c.prompt_tokens[i] !== null) r.promptTokens = c.prompt_tokens[i]!;
     if (c.output_tokens[i] !== null) r.outputTokens = c.output_tokens[i]!;
     if (c.cached_tokens[i] !== null) r.cachedTokens = c.cached_tokens[i]!;

@@ -35,7 +35,13 @@ export interface PredictedCurve {
 }
 
 const r3 = (x: number | undefined) => (x === undefined || !Number.isFinite(x) ? null : Math.round(x * 1000) / 1000);
-const dshort = (d: Dist) => ({ n: d.n, mean: r3(d.mean), median: r3(d.median), std: r3(d.std), ...Object.fromEntries(Object.entries(d.p).map(([k, v]) => [k, r3(v)])) });
+const dshort = (d: Dist) => ({
+  n: d.n,
+  mean: r3(d.mean),
+  median: r3(d.median),
+  std: r3(d.std),
+  ...Object.fromEntries(Object.entries(d.p).map(([k, v]) => [k, r3(v)])),
+});
 
 /** Strip user:password@ from a URL before it is shown. */
 function displayUrl(url: string): string {
@@ -54,7 +60,10 @@ function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): stri
 }
 
 /** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
-export function benchValues(r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'>, spec: ReportSpec): Record<string, unknown> {
+export function benchValues(
+  r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'>,
+  spec: ReportSpec,
+): Record<string, unknown> {
   const pk = spec.percentiles;
   const points = r.points.map((p) => {
     const m = p.metrics;
@@ -76,7 +85,13 @@ export function benchValues(r: Pick<SweepResult, 'points' | 'endpoint' | 'model'
       itl_ms: dshort(m.itl_ms),
       itl_read_together_share: r3(burstShare(p)?.share),
       e2e_ms: dshort(m.e2e_ms),
-      little: { lambda: r3(m.little.lambda), w_s: r3(m.little.w_s), lambda_w: r3(m.little.predicted_in_flight), observed_in_flight: r3(m.little.observed_in_flight), error: r3(m.little.error) },
+      little: {
+        lambda: r3(m.little.lambda),
+        w_s: r3(m.little.w_s),
+        lambda_w: r3(m.little.predicted_in_flight),
+        observed_in_flight: r3(m.little.observed_in_flight),
+        error: r3(m.little.error),
+      },
       max_in_flight: p.maxInFlight,
       client_loop_lag_ms: { p50: r3(p.loopLag.p50_ms), p99: r3(p.loopLag.p99_ms), max: r3(p.loopLag.max_ms) },
       dispatch_lag_ms: p.dispatchLagMs ? dshort(p.dispatchLagMs) : undefined,
@@ -113,12 +128,18 @@ export function benchValues(r: Pick<SweepResult, 'points' | 'endpoint' | 'model'
   );
   return {
     mode: spec.mode,
-    load_shape: spec.mode === 'closed' ? 'closed loop: concurrency fixes L (in flight); latencies from the actual send time' : 'open loop: rate fixes λ; latencies from the scheduled send time',
+    load_shape:
+      spec.mode === 'closed'
+        ? 'closed loop: concurrency fixes L (in flight); latencies from the actual send time'
+        : 'open loop: rate fixes λ; latencies from the scheduled send time',
     endpoint: displayUrl(r.endpoint),
     model: r.model,
     input_tokens: spec.input,
     output_tokens: spec.output,
-    seed: spec.seed.mode === 'fixed' ? { mode: 'fixed', value: spec.seed.value } : { mode: 'per-point', base: spec.seed.base },
+    seed:
+      spec.seed.mode === 'fixed'
+        ? { mode: 'fixed', value: spec.seed.value }
+        : { mode: 'per-point', base: spec.seed.base },
     thread: r.thread,
     rtt_ms: r.rtt ? { median: r3(r.rtt.median_ms), min: r3(r.rtt.min_ms), n: r.rtt.n, path: r.rtt.path } : null,
     server_metrics: r.metricsAvailable,
@@ -157,11 +178,26 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
     const label = pointLabel(p);
     if (p.contaminated) {
       fs.push(
-        finding('warning', 'prefix-cache-contaminated', `${label}: ${p.contaminationReason}. TTFT here measures cache hits, not prefill.`, at(p.index), {
-          cause: spec.seed.mode === 'fixed' ? 'a fixed seed regenerates the same prompts at every point, so the server serves them from its prefix cache' : 'the server had already seen these prompts (another client, or a rerun with the same seeds)',
-          fix: spec.seed.mode === 'fixed' ? 'write "seed: per-point", or start the server with prefix caching off (--no-enable-prefix-caching)' : 'rerun with a fresh base seed, or restart the server / turn prefix caching off',
-          quickFix: spec.seed.mode === 'fixed' && P.seed ? { title: 'Use per-point seeds', edit: { path: P.seed, value: 'per-point' } } : undefined,
-        }),
+        finding(
+          'warning',
+          'prefix-cache-contaminated',
+          `${label}: ${p.contaminationReason}. TTFT here measures cache hits, not prefill.`,
+          at(p.index),
+          {
+            cause:
+              spec.seed.mode === 'fixed'
+                ? 'a fixed seed regenerates the same prompts at every point, so the server serves them from its prefix cache'
+                : 'the server had already seen these prompts (another client, or a rerun with the same seeds)',
+            fix:
+              spec.seed.mode === 'fixed'
+                ? 'write "seed: per-point", or start the server with prefix caching off (--no-enable-prefix-caching)'
+                : 'rerun with a fresh base seed, or restart the server / turn prefix caching off',
+            quickFix:
+              spec.seed.mode === 'fixed' && P.seed
+                ? { title: 'Use per-point seeds', edit: { path: P.seed, value: 'per-point' } }
+                : undefined,
+          },
+        ),
       );
     }
     if (m.failed > 0) {
@@ -171,55 +207,113 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
         .join(', ');
       const first = p.records ? p.records.error_message.find((x, i) => x && p.records!.ok[i] === 0) : undefined;
       fs.push(
-        finding(m.failed === m.completed + m.failed ? 'error' : 'warning', 'bench-failures', `${label}: ${m.failed} of ${m.completed + m.failed} requests failed (${fmtNum(m.failure_rate * 100, 1)}%): ${kinds}${first ? `. First: ${first}` : ''}`, at(p.index), {
-          fix: m.errors.connect ? 'check that the server is running and the endpoint URL is right' : m.errors.timeout ? 'raise "timeout:" (no bytes for that long ends a request) or lower the load' : m.errors['rate-limited'] ? 'lower the concurrency or rate; the server is shedding load (HTTP 429)' : undefined,
-        }),
+        finding(
+          m.failed === m.completed + m.failed ? 'error' : 'warning',
+          'bench-failures',
+          `${label}: ${m.failed} of ${m.completed + m.failed} requests failed (${fmtNum(m.failure_rate * 100, 1)}%): ${kinds}${first ? `. First: ${first}` : ''}`,
+          at(p.index),
+          {
+            fix: m.errors.connect
+              ? 'check that the server is running and the endpoint URL is right'
+              : m.errors.timeout
+                ? 'raise "timeout:" (no bytes for that long ends a request) or lower the load'
+                : m.errors['rate-limited']
+                  ? 'lower the concurrency or rate; the server is shedding load (HTTP 429)'
+                  : undefined,
+          },
+        ),
       );
     }
     const soft = (m.errors['missing-usage'] ?? 0) + (m.errors['no-done'] ?? 0);
     if (soft)
       fs.push(
-        finding('info', 'bench-stream-quirks', `${label}: ${m.errors['missing-usage'] ? `${m.errors['missing-usage']} stream(s) without a usage chunk (output tokens counted from chunks)` : ''}${m.errors['missing-usage'] && m.errors['no-done'] ? '; ' : ''}${m.errors['no-done'] ? `${m.errors['no-done']} stream(s) without [DONE]` : ''}`, at(p.index)),
+        finding(
+          'info',
+          'bench-stream-quirks',
+          `${label}: ${m.errors['missing-usage'] ? `${m.errors['missing-usage']} stream(s) without a usage chunk (output tokens counted from chunks)` : ''}${m.errors['missing-usage'] && m.errors['no-done'] ? '; ' : ''}${m.errors['no-done'] ? `${m.errors['no-done']} stream(s) without [DONE]` : ''}`,
+          at(p.index),
+        ),
       );
     const le = m.little.error;
     if (le !== undefined && Number.isFinite(le) && Math.abs(le) > 0.05 && m.completed >= 20)
       fs.push(
-        finding('warning', 'littles-law-open', `${label}: Little's law does not close: λ·W = ${fmtNum(m.little.predicted_in_flight, 2)} against ${fmtNum(m.little.observed_in_flight!, 2)} observed in flight (${fmtNum(le * 100, 1)}%)`, at(p.index), {
-          cause: 'a failing closure means the load generator (client lag, stuck requests), not the server',
-        }),
+        finding(
+          'warning',
+          'littles-law-open',
+          `${label}: Little's law does not close: λ·W = ${fmtNum(m.little.predicted_in_flight, 2)} against ${fmtNum(m.little.observed_in_flight!, 2)} observed in flight (${fmtNum(le * 100, 1)}%)`,
+          at(p.index),
+          {
+            cause: 'a failing closure means the load generator (client lag, stuck requests), not the server',
+          },
+        ),
       );
     if (p.loopLag.p99_ms > 20)
-      fs.push(finding('warning', 'client-loop-lag', `${label}: the client's event loop lagged ${fmtNum(p.loopLag.p99_ms, 1)} ms at p99 during the point; latencies carry up to that much client error`, at(p.index), { fix: 'lower the concurrency, or run the bench from the CLI on a quieter machine' }));
+      fs.push(
+        finding(
+          'warning',
+          'client-loop-lag',
+          `${label}: the client's event loop lagged ${fmtNum(p.loopLag.p99_ms, 1)} ms at p99 during the point; latencies carry up to that much client error`,
+          at(p.index),
+          { fix: 'lower the concurrency, or run the bench from the CLI on a quieter machine' },
+        ),
+      );
     const burst = burstShare(p);
     if (burst && burst.gaps >= 50 && burst.share > 0.05)
       fs.push(
-        finding('warning', 'client-read-bursts', `${label}: ${fmtNum(burst.share * 100, 1)}% of the gaps between chunks are under ${BURST_GAP_MS} ms: the client read those chunks together, in one socket read, so their ITL is the client's, not the server's (the low ITL quantiles and the median move with it)`, at(p.index), {
-          cause: "the load thread fell behind its sockets (too many streams for the machine's cores, or other processes taking the CPU), or the server wrote several chunks at once",
-          fix: 'run fewer streams per point, on a quieter machine, or from the CLI; INFLAB_BENCH_THREADS sets the number of load threads',
-        }),
+        finding(
+          'warning',
+          'client-read-bursts',
+          `${label}: ${fmtNum(burst.share * 100, 1)}% of the gaps between chunks are under ${BURST_GAP_MS} ms: the client read those chunks together, in one socket read, so their ITL is the client's, not the server's (the low ITL quantiles and the median move with it)`,
+          at(p.index),
+          {
+            cause:
+              "the load thread fell behind its sockets (too many streams for the machine's cores, or other processes taking the CPU), or the server wrote several chunks at once",
+            fix: 'run fewer streams per point, on a quieter machine, or from the CLI; INFLAB_BENCH_THREADS sets the number of load threads',
+          },
+        ),
       );
     if (p.dispatchLagMs && p.dispatchLagMs.n && (p.dispatchLagMs.p[pKey(99)] ?? 0) > 10)
-      fs.push(finding('info', 'dispatch-lag', `${label}: requests left up to ${fmtNum(p.dispatchLagMs.p[pKey(99)], 1)} ms (p99) after their scheduled time; latencies count from the schedule, so this lag is in them`, at(p.index)));
+      fs.push(
+        finding(
+          'info',
+          'dispatch-lag',
+          `${label}: requests left up to ${fmtNum(p.dispatchLagMs.p[pKey(99)], 1)} ms (p99) after their scheduled time; latencies count from the schedule, so this lag is in them`,
+          at(p.index),
+        ),
+      );
   }
   if (r.stopped) {
     const sev = r.stopped.reason === 'cancelled' ? 'info' : 'warning';
-    fs.push(finding(sev, `bench-${r.stopped.reason}`, r.stopped.message, r.stopped.reason === 'failure-policy' ? (P.onFailure ?? []) : []));
+    fs.push(
+      finding(
+        sev,
+        `bench-${r.stopped.reason}`,
+        r.stopped.message,
+        r.stopped.reason === 'failure-policy' ? (P.onFailure ?? []) : [],
+      ),
+    );
   }
   return fs;
 }
 
 function fixedSeedFinding(path: CellPath): Finding {
-  return finding('warning', 'fixed-seed-prefix-cache', 'A fixed seed sends the same prompts at every point: a server with prefix caching serves later points from its cache, so their TTFT measures cache hits (a 1,000-token prompt in 23 ms, below the prefill floor, was the tell in a real lab).', path, {
-    cause: 'the prompt generator regenerates identical token ids for every point',
-    fix: 'write "seed: per-point" (each point its own prompts), or run the server with prefix caching off; the /metrics hit rate per point shows which points were contaminated',
-    quickFix: path.length ? { title: 'Use per-point seeds', edit: { path, value: 'per-point' } } : undefined,
-  });
+  return finding(
+    'warning',
+    'fixed-seed-prefix-cache',
+    'A fixed seed sends the same prompts at every point: a server with prefix caching serves later points from its cache, so their TTFT measures cache hits (a 1,000-token prompt in 23 ms, below the prefill floor, was the tell in a real lab).',
+    path,
+    {
+      cause: 'the prompt generator regenerates identical token ids for every point',
+      fix: 'write "seed: per-point" (each point its own prompts), or run the server with prefix caching off; the /metrics hit rate per point shows which points were contaminated',
+      quickFix: path.length ? { title: 'Use per-point seeds', edit: { path, value: 'per-point' } } : undefined,
+    },
+  );
 }
 
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : fmtNum(v, v >= 100 ? 0 : 1));
 
 export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: ReportSpec, title: string): CellOutput {
-  const p99 = pKey(spec.percentiles.includes(99) ? 99 : spec.percentiles[spec.percentiles.length - 1] ?? 99);
+  const p99 = pKey(spec.percentiles.includes(99) ? 99 : (spec.percentiles[spec.percentiles.length - 1] ?? 99));
   const pl = p99.replace('p', 'p').replace('_', '.');
   const rows = r.points.map((p) => {
     const m = p.metrics;
@@ -233,15 +327,28 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       itl: `${ms(m.itl_ms.median)} / ${ms(m.itl_ms.p[p99])}`,
       e2e: `${ms(m.e2e_ms.median)} / ${ms(m.e2e_ms.p[p99])}`,
       goodput: m.goodput === undefined ? '—' : fmtNum(m.goodput, 2),
-      little: !Number.isFinite(m.little.predicted_in_flight) ? '—' : m.little.observed_in_flight === undefined ? fmtNum(m.little.predicted_in_flight, 2) : `${fmtNum(m.little.predicted_in_flight, 2)} vs ${fmtNum(m.little.observed_in_flight, 2)}`,
-      hit: p.evidence?.prefix_hit_rate !== undefined ? `${fmtNum(p.evidence.prefix_hit_rate * 100, 1)}%${p.contaminated ? ' ⚠' : ''}` : p.cached_share !== undefined ? `${fmtNum(p.cached_share * 100, 1)}% (usage)${p.contaminated ? ' ⚠' : ''}` : '—',
+      little: !Number.isFinite(m.little.predicted_in_flight)
+        ? '—'
+        : m.little.observed_in_flight === undefined
+          ? fmtNum(m.little.predicted_in_flight, 2)
+          : `${fmtNum(m.little.predicted_in_flight, 2)} vs ${fmtNum(m.little.observed_in_flight, 2)}`,
+      hit:
+        p.evidence?.prefix_hit_rate !== undefined
+          ? `${fmtNum(p.evidence.prefix_hit_rate * 100, 1)}%${p.contaminated ? ' ⚠' : ''}`
+          : p.cached_share !== undefined
+            ? `${fmtNum(p.cached_share * 100, 1)}% (usage)${p.contaminated ? ' ⚠' : ''}`
+            : '—',
       lag: ms(p.loopLag.p99_ms),
     };
   });
-  const rtt = r.rtt ? `network RTT ${ms(r.rtt.median_ms)} ms (median of ${r.rtt.n} GET ${r.rtt.path}); it is inside every TTFT below. ` : '';
+  const rtt = r.rtt
+    ? `network RTT ${ms(r.rtt.median_ms)} ms (median of ${r.rtt.n} GET ${r.rtt.path}); it is inside every TTFT below. `
+    : '';
   const note =
     rtt +
-    (spec.mode === 'closed' ? 'Closed loop (concurrency fixes L): with fixed lengths requests move in waves, so p99 TTFT measures burst collisions. ' : 'Open loop (rate fixes λ): latencies count from the scheduled send time. ') +
+    (spec.mode === 'closed'
+      ? 'Closed loop (concurrency fixes L): with fixed lengths requests move in waves, so p99 TTFT measures burst collisions. '
+      : 'Open loop (rate fixes λ): latencies count from the scheduled send time. ') +
     `Latencies in ms as median / ${pl}. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}; ${FORMULAS.e2e}; ${FORMULAS.output_throughput}; ${FORMULAS.goodput}; ${FORMULAS.little}; ${FORMULAS.hit_rate}; client lag = event-loop delay p99 of the load thread.`;
   return tableOutput(
     title,
@@ -268,13 +375,36 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
   const facts: [string, string][] = [
     ['endpoint', displayUrl(r.endpoint)],
     ['model (from /v1/models)', r.model],
-    ['load', spec.mode === 'closed' ? 'closed loop (concurrency list)' : `open loop (rate list, ${spec.burstiness && spec.burstiness !== 1 ? `gamma, burstiness ${spec.burstiness}` : 'Poisson'})`],
+    [
+      'load',
+      spec.mode === 'closed'
+        ? 'closed loop (concurrency list)'
+        : `open loop (rate list, ${spec.burstiness && spec.burstiness !== 1 ? `gamma, burstiness ${spec.burstiness}` : 'Poisson'})`,
+    ],
     ['per point', spec.requests !== undefined ? `${spec.requests} requests` : `${spec.durationS} s`],
-    ['prompt / output', `${spec.input} tokens (random ids) / ${spec.output} tokens (ignore_eos, min_tokens = max_tokens)`],
-    ['seeds', spec.seed.mode === 'fixed' ? `fixed ${spec.seed.value} at every point (prefix-cache trap)` : `per point, from base ${spec.seed.base}`],
-    ['network RTT', r.rtt ? `${ms(r.rtt.median_ms)} ms median, ${ms(r.rtt.min_ms)} ms min (${r.rtt.n} × GET ${r.rtt.path})` : 'not measured'],
+    [
+      'prompt / output',
+      `${spec.input} tokens (random ids) / ${spec.output} tokens (ignore_eos, min_tokens = max_tokens)`,
+    ],
+    [
+      'seeds',
+      spec.seed.mode === 'fixed'
+        ? `fixed ${spec.seed.value} at every point (prefix-cache trap)`
+        : `per point, from base ${spec.seed.base}`,
+    ],
+    [
+      'network RTT',
+      r.rtt
+        ? `${ms(r.rtt.median_ms)} ms median, ${ms(r.rtt.min_ms)} ms min (${r.rtt.n} × GET ${r.rtt.path})`
+        : 'not measured',
+    ],
     ['server /metrics', r.metricsAvailable ? 'scraped before, during and after each point' : 'not available'],
-    ['failure policy', spec.stopAbove === undefined ? 'continue' : `stop after a point with more than ${fmtNum(spec.stopAbove * 100, 0)}% failed`],
+    [
+      'failure policy',
+      spec.stopAbove === undefined
+        ? 'continue'
+        : `stop after a point with more than ${fmtNum(spec.stopAbove * 100, 0)}% failed`,
+    ],
     ['load thread', r.thread === 'worker' ? 'worker thread' : 'main thread (no worker could start)'],
   ];
   if (r.stopped) facts.push(['stopped', r.stopped.message]);
@@ -312,15 +442,27 @@ function itlQuantiles(p: PointResult): { q: number; itl_ms: number }[] {
   }
   if (!itl.length) return [];
   const s = Float64Array.from(itl).sort();
-  return [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9].map((q) => ({ q, itl_ms: Math.round(percentileSorted(s, q) * 1000) / 1000 }));
+  return [1, 5, 10, 25, 50, 75, 90, 95, 99, 99.9].map((q) => ({
+    q,
+    itl_ms: Math.round(percentileSorted(s, q) * 1000) / 1000,
+  }));
 }
 
-export async function benchPlots(r: Pick<SweepResult, 'points'>, spec: ReportSpec, predicted?: PredictedCurve, only: 'all' | 'throughput' = 'all'): Promise<CellOutput[]> {
+export async function benchPlots(
+  r: Pick<SweepResult, 'points'>,
+  spec: ReportSpec,
+  predicted?: PredictedCurve,
+  only: 'all' | 'throughput' = 'all',
+): Promise<CellOutput[]> {
   if (!r.points.length) return [];
   const xTitle = spec.mode === 'closed' ? 'concurrency (requests in flight)' : 'request rate (req/s)';
   const xScale = spec.mode === 'closed' ? { type: 'log', base: 2 } : { type: 'linear' };
   const xOf = (p: PointResult) => (p.mode === 'open' ? p.rate! : p.concurrency!);
-  const thr = r.points.map((p) => ({ x: xOf(p), series: 'measured output tok/s', tok_s: Math.round(p.metrics.output_throughput * 10) / 10 }));
+  const thr = r.points.map((p) => ({
+    x: xOf(p),
+    series: 'measured output tok/s',
+    tok_s: Math.round(p.metrics.output_throughput * 10) / 10,
+  }));
   const layers: Record<string, unknown>[] = [
     {
       data: { values: thr },
@@ -329,7 +471,10 @@ export async function benchPlots(r: Pick<SweepResult, 'points'>, spec: ReportSpe
         x: { field: 'x', type: 'quantitative', scale: xScale, title: xTitle },
         y: { field: 'tok_s', type: 'quantitative', title: 'output tokens/s' },
         color: { field: 'series', type: 'nominal', title: null },
-        tooltip: [{ field: 'x', title: spec.mode === 'closed' ? 'concurrency' : 'rate' }, { field: 'tok_s', format: ',.1f' }],
+        tooltip: [
+          { field: 'x', title: spec.mode === 'closed' ? 'concurrency' : 'rate' },
+          { field: 'tok_s', format: ',.1f' },
+        ],
       },
     },
   ];
@@ -337,21 +482,43 @@ export async function benchPlots(r: Pick<SweepResult, 'points'>, spec: ReportSpe
     layers.push({
       data: { values: predicted.points.map((p) => ({ x: p.x, series: predicted.label, tok_s: p.tok_s })) },
       mark: { type: 'line', strokeDash: [5, 4], point: true },
-      encoding: { x: { field: 'x', type: 'quantitative' }, y: { field: 'tok_s', type: 'quantitative' }, color: { field: 'series', type: 'nominal', title: null } },
+      encoding: {
+        x: { field: 'x', type: 'quantitative' },
+        y: { field: 'tok_s', type: 'quantitative' },
+        color: { field: 'series', type: 'nominal', title: null },
+      },
     });
   }
-  const out: CellOutput[] = [await plotOutput({ title: `Output throughput vs ${spec.mode === 'closed' ? 'concurrency' : 'rate'}`, width: 420, height: 240, layer: layers })];
+  const out: CellOutput[] = [
+    await plotOutput({
+      title: `Output throughput vs ${spec.mode === 'closed' ? 'concurrency' : 'rate'}`,
+      width: 420,
+      height: 240,
+      layer: layers,
+    }),
+  ];
   if (only === 'throughput') return out;
 
   const pcts = [50, ...spec.percentiles.filter((q) => q !== 50)];
-  const lat = r.points.flatMap((p) =>
-    (['ttft_ms', 'tpot_ms'] as const).flatMap((k) =>
-      pcts.map((q) => ({ x: xOf(p), metric: k === 'ttft_ms' ? 'TTFT' : 'TPOT', pct: `p${q}`, ms: Math.round((q === 50 ? p.metrics[k].median : p.metrics[k].p[pKey(q)]) * 1000) / 1000 })),
-    ),
-  ).filter((d) => Number.isFinite(d.ms));
+  const lat = r.points
+    .flatMap((p) =>
+      (['ttft_ms', 'tpot_ms'] as const).flatMap((k) =>
+        pcts.map((q) => ({
+          x: xOf(p),
+          metric: k === 'ttft_ms' ? 'TTFT' : 'TPOT',
+          pct: `p${q}`,
+          ms: Math.round((q === 50 ? p.metrics[k].median : p.metrics[k].p[pKey(q)]) * 1000) / 1000,
+        })),
+      ),
+    )
+    .filter((d) => Number.isFinite(d.ms));
   const slo = [
-    ...(spec.slo?.ttftMs !== undefined ? [{ metric: 'TTFT', ms: spec.slo.ttftMs, label: `SLO p99 ${spec.slo.ttftMs} ms` }] : []),
-    ...(spec.slo?.tpotMs !== undefined ? [{ metric: 'TPOT', ms: spec.slo.tpotMs, label: `SLO p99 ${spec.slo.tpotMs} ms` }] : []),
+    ...(spec.slo?.ttftMs !== undefined
+      ? [{ metric: 'TTFT', ms: spec.slo.ttftMs, label: `SLO p99 ${spec.slo.ttftMs} ms` }]
+      : []),
+    ...(spec.slo?.tpotMs !== undefined
+      ? [{ metric: 'TPOT', ms: spec.slo.tpotMs, label: `SLO p99 ${spec.slo.tpotMs} ms` }]
+      : []),
   ];
   const panel = (metric: 'TTFT' | 'TPOT') => ({
     title: `${metric} percentiles`,
@@ -369,7 +536,13 @@ export async function benchPlots(r: Pick<SweepResult, 'points'>, spec: ReportSpe
         },
       },
       ...(slo.some((s) => s.metric === metric)
-        ? [{ data: { values: slo.filter((s) => s.metric === metric) }, mark: { type: 'rule', strokeDash: [4, 4], color: 'firebrick' }, encoding: { y: { field: 'ms', type: 'quantitative' }, tooltip: [{ field: 'label' }] } }]
+        ? [
+            {
+              data: { values: slo.filter((s) => s.metric === metric) },
+              mark: { type: 'rule', strokeDash: [4, 4], color: 'firebrick' },
+              encoding: { y: { field: 'ms', type: 'quantitative' }, tooltip: [{ field: 'label' }] },
+            },
+          ]
         : []),
     ],
   });
@@ -400,12 +573,33 @@ export function recordsOutput(r: Pick<SweepResult, 'points'>): CellOutput | unde
   const pts = r.points.filter((p) => p.records);
   if (!pts.length) return undefined;
   const n = pts.reduce((s, p) => s + p.records!.n, 0);
-  const data = { format: 'inflab.bench-records.v1', points: pts.map((p) => ({ index: p.index, concurrency: p.concurrency, rate: p.rate, seed: p.seed, t0_epoch_ms: Math.round(p.t0EpochMs), records: p.records })) };
-  return { items: [{ mime: MIME.records, data }, { mime: MIME.plain, data: `raw records: ${n} requests in ${pts.length} point(s), columnar, times in ms rounded to the µs (${MIME.records})` }] };
+  const data = {
+    format: 'inflab.bench-records.v1',
+    points: pts.map((p) => ({
+      index: p.index,
+      concurrency: p.concurrency,
+      rate: p.rate,
+      seed: p.seed,
+      t0_epoch_ms: Math.round(p.t0EpochMs),
+      records: p.records,
+    })),
+  };
+  return {
+    items: [
+      { mime: MIME.records, data },
+      {
+        mime: MIME.plain,
+        data: `raw records: ${n} requests in ${pts.length} point(s), columnar, times in ms rounded to the µs (${MIME.records})`,
+      },
+    ],
+  };
 }
 
 /** A predicted throughput curve from an earlier cell, when the notebook has one. */
-export function findPredicted(results: Map<number, { kind: string; name?: string; values: Record<string, unknown> }>, beforeIndex: number): PredictedCurve | undefined {
+export function findPredicted(
+  results: Map<number, { kind: string; name?: string; values: Record<string, unknown> }>,
+  beforeIndex: number,
+): PredictedCurve | undefined {
   let best: PredictedCurve | undefined;
   let bestIdx = -1;
   for (const [i, res] of results) {

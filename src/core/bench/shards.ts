@@ -59,7 +59,8 @@ type FromShard =
 export class ShardStartError extends Error {}
 
 function shardScript(): string | undefined {
-  if (process.env.INFLAB_BENCH_WORKER && fs.existsSync(process.env.INFLAB_BENCH_WORKER)) return process.env.INFLAB_BENCH_WORKER;
+  if (process.env.INFLAB_BENCH_WORKER && fs.existsSync(process.env.INFLAB_BENCH_WORKER))
+    return process.env.INFLAB_BENCH_WORKER;
   for (const rel of ['./bench-worker.js', './worker.ts', './worker.js']) {
     try {
       const p = fileURLToPath(new URL(rel, import.meta.url));
@@ -85,10 +86,17 @@ function spawn(script: string, data: ShardData): Worker {
   return new Worker(code, { eval: true, workerData: { shard: data }, execArgv: [] });
 }
 
-const split = (total: number, parts: number, k: number) => Math.floor((total * (k + 1)) / parts) - Math.floor((total * k) / parts);
+const split = (total: number, parts: number, k: number) =>
+  Math.floor((total * (k + 1)) / parts) - Math.floor((total * k) / parts);
 
 /** Run a closed-loop point on `threads` worker threads; throws ShardStartError when one cannot start. */
-export async function runPointThreads(threads: number, cfg: ClientConfig, load: PointLoad, prompts: PromptSource, opts: RunPointOptions): Promise<PointRun> {
+export async function runPointThreads(
+  threads: number,
+  cfg: ClientConfig,
+  load: PointLoad,
+  prompts: PromptSource,
+  opts: RunPointOptions,
+): Promise<PointRun> {
   const script = shardScript();
   if (!script) throw new ShardStartError('no worker script');
   const total = load.requests ?? 0;
@@ -142,7 +150,10 @@ export async function runPointThreads(threads: number, cfg: ClientConfig, load: 
             for (const x of workers) x.postMessage({ type: 'go' } satisfies ToShard);
           } else if (m.type === 'progress') {
             done[k] = m.done;
-            opts.onRequest?.(done.reduce((a, b) => a + b, 0), total);
+            opts.onRequest?.(
+              done.reduce((a, b) => a + b, 0),
+              total,
+            );
           } else if (m.type === 'done') {
             runs[k] = m.run;
             if (++finished === threads) resolve();
@@ -207,7 +218,11 @@ export async function runShardHere(port: MessagePort, d: ShardData): Promise<voi
   const agent = createAgent(c + 4);
   try {
     // Open this thread's connections before the clock starts, so no TTFT pays a TCP connect.
-    await Promise.all(Array.from({ length: c }, () => getText(agent, d.cfg.baseUrl, '/health', d.cfg.apiKey, 5000).catch(() => undefined)));
+    await Promise.all(
+      Array.from({ length: c }, () =>
+        getText(agent, d.cfg.baseUrl, '/health', d.cfg.apiKey, 5000).catch(() => undefined),
+      ),
+    );
     port.postMessage({ type: 'ready' } satisfies FromShard);
     await started;
     let i = 0;

@@ -114,7 +114,11 @@ export interface SweepHooks {
   onProgress?(p: ProgressInfo): void;
 }
 
-async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult; simSpeed?: number }> {
+async function probe(
+  d: Dispatcher,
+  o: SweepOptions,
+  notes: string[],
+): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult; simSpeed?: number }> {
   const times: number[] = [];
   let model: string | undefined;
   let maxModelLen: number | undefined;
@@ -150,7 +154,12 @@ async function probe(d: Dispatcher, o: SweepOptions, notes: string[]): Promise<{
   }
   // The first round trip pays for the TCP connection; the rest measure the network.
   const warm = times.length > 1 ? times.slice(1) : times;
-  return { model, maxModelLen, simSpeed, rtt: warm.length ? { path, n: warm.length, median_ms: median(warm), min_ms: Math.min(...warm) } : undefined };
+  return {
+    model,
+    maxModelLen,
+    simSpeed,
+    rtt: warm.length ? { path, n: warm.length, median_ms: median(warm), min_ms: Math.min(...warm) } : undefined,
+  };
 }
 
 /**
@@ -186,7 +195,9 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
   const runId = o.runId ?? Math.random().toString(36).slice(2, 10);
   const conc = o.concurrency ?? [];
   const open = !!o.rate?.length;
-  const loads: { rate?: number; concurrency?: number }[] = open ? o.rate!.map((r) => ({ rate: r })) : conc.map((c) => ({ concurrency: c }));
+  const loads: { rate?: number; concurrency?: number }[] = open
+    ? o.rate!.map((r) => ({ rate: r }))
+    : conc.map((c) => ({ concurrency: c }));
   const maxConn = Math.max(1, ...(open ? [o.maxConcurrency ?? 256] : conc)) + 4;
   const agent = createAgent(maxConn);
   const points: PointResult[] = [];
@@ -198,13 +209,29 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
     const model = o.model ?? pr.model ?? 'default';
     const shownModel = redact(model, o.apiKey);
     if (!o.model && !pr.model) notes.push('no model name from /v1/models; requests name "default"');
-    if (shownModel !== model) notes.push('the model name from the endpoint contained the API key (or part of it); it is shown redacted');
+    if (shownModel !== model)
+      notes.push('the model name from the endpoint contained the API key (or part of it); it is shown redacted');
     const speed = pr.simSpeed ?? 1;
-    if (speed !== 1) notes.push(`the simulated endpoint runs ${speed}× faster than simulated time: latencies and throughputs are reported in simulated time (measured × ${speed})`);
+    if (speed !== 1)
+      notes.push(
+        `the simulated endpoint runs ${speed}× faster than simulated time: latencies and throughputs are reported in simulated time (measured × ${speed})`,
+      );
     const baseline = o.scrape === false ? undefined : await scrape(agent, o);
     const metricsAvailable = !!baseline && [...baseline.keys()].some((k) => k.startsWith('vllm:'));
-    if (o.scrape !== false && !metricsAvailable) notes.push('the endpoint has no vLLM /metrics: no server evidence (prefix-cache hit rate, preemptions)');
-    const info: SweepInfo = redactDeep({ endpoint: normalizeBaseUrl(o.endpoint), model: shownModel, maxModelLen: pr.maxModelLen, rtt: pr.rtt, metricsAvailable, notes, runId }, o.apiKey);
+    if (o.scrape !== false && !metricsAvailable)
+      notes.push('the endpoint has no vLLM /metrics: no server evidence (prefix-cache hit rate, preemptions)');
+    const info: SweepInfo = redactDeep(
+      {
+        endpoint: normalizeBaseUrl(o.endpoint),
+        model: shownModel,
+        maxModelLen: pr.maxModelLen,
+        rtt: pr.rtt,
+        metricsAvailable,
+        notes,
+        runId,
+      },
+      o.apiKey,
+    );
     hooks.onInfo?.({ ...info, notes: [...info.notes] });
     const cfg: ClientConfig = {
       baseUrl: o.endpoint,
@@ -222,7 +249,11 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
     let warmConnections = 1;
     for (let i = 0; i < loads.length; i++) {
       if (signal?.aborted) {
-        stopped = { reason: 'cancelled', afterPoint: i - 1, message: `cancelled before point ${i + 1} of ${loads.length}` };
+        stopped = {
+          reason: 'cancelled',
+          afterPoint: i - 1,
+          message: `cancelled before point ${i + 1} of ${loads.length}`,
+        };
         break;
       }
       const l = loads[i];
@@ -244,7 +275,11 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       // Open the connections the point needs before its clock starts, so no TTFT pays a TCP connect.
       const want = open ? Math.min(o.maxConcurrency ?? 64, 256) : (l.concurrency ?? 1);
       if (want > warmConnections) {
-        await Promise.all(Array.from({ length: want - warmConnections }, () => getText(agent, o.endpoint, '/health', o.apiKey, 5000).catch(() => undefined)));
+        await Promise.all(
+          Array.from({ length: want - warmConnections }, () =>
+            getText(agent, o.endpoint, '/health', o.apiKey, 5000).catch(() => undefined),
+          ),
+        );
         warmConnections = want;
       }
       let lastProgress = 0;
@@ -271,7 +306,13 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
             const t = performance.now();
             if (t - lastProgress < 200 && done !== total) return;
             lastProgress = t;
-            hooks.onProgress?.({ point: i, points: loads.length, done, total, message: `${label}: ${done}${total ? `/${total}` : ''} requests` });
+            hooks.onProgress?.({
+              point: i,
+              points: loads.length,
+              done,
+              total,
+              message: `${label}: ${done}${total ? `/${total}` : ''} requests`,
+            });
           },
         },
       );
@@ -291,7 +332,10 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       });
       const ev = before && after ? evidence(before, after, during) : undefined;
       const threshold = o.contaminationThreshold ?? 0.1;
-      const cachedShare = metrics.total_input_tokens > 0 && run.records.some((r) => r.cachedTokens !== undefined) ? metrics.cached_tokens / metrics.total_input_tokens : undefined;
+      const cachedShare =
+        metrics.total_input_tokens > 0 && run.records.some((r) => r.cachedTokens !== undefined)
+          ? metrics.cached_tokens / metrics.total_input_tokens
+          : undefined;
       let contaminationReason: string | undefined;
       if (ev?.prefix_hit_rate !== undefined && ev.prefix_hit_rate > threshold)
         contaminationReason = `server prefix-cache hit rate ${(ev.prefix_hit_rate * 100).toFixed(1)}% (Δhits/Δqueries) > ${(threshold * 100).toFixed(0)}%`;
@@ -318,7 +362,11 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       };
       if (run.cancelled) {
         // A point cut short is not a measurement of its load: report it as cancelled, not as a point.
-        stopped = { reason: 'cancelled', afterPoint: i - 1, message: `cancelled during point ${i + 1} of ${loads.length} (${label}); ${i} finished point(s) kept` };
+        stopped = {
+          reason: 'cancelled',
+          afterPoint: i - 1,
+          message: `cancelled during point ${i + 1} of ${loads.length} (${label}); ${i} finished point(s) kept`,
+        };
         break;
       }
       // Error messages were redacted where they were made; this catches any other server text.

@@ -63,7 +63,8 @@ export const GPUS: Gpu[] = [
     bandwidth: 600e9,
     memory: 24 * GiB,
     peak: { bf16: 70 * T, fp16: 70 * T, int8: 140 * T },
-    source: 'AWS EC2 G5 (A10G) published figures; NVIDIA prints no A10G data sheet, and its tensor peaks are below the A10\'s 125 TFLOPS',
+    source:
+      "AWS EC2 G5 (A10G) published figures; NVIDIA prints no A10G data sheet, and its tensor peaks are below the A10's 125 TFLOPS",
   },
   {
     id: 'l4',
@@ -95,6 +96,7 @@ export const GPUS: Gpu[] = [
     bandwidth: 7700e9,
     memory: 180e9,
     peak: { bf16: 2250 * T, fp16: 2250 * T, fp8: 4500 * T, int8: 4500 * T },
-    source: 'NVIDIA HGX B200 data sheet, per GPU (dense: half the printed sparse peaks; memory as printed, 180 GB; override it with what your driver reports)',
+    source:
+      'NVIDIA HGX B200 data sheet, per GPU (dense: half the printed sparse peaks; memory as printed, 180 GB; override it with what your driver reports)',
   },
 ];

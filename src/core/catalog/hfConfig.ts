@@ -45,7 +45,8 @@ export function modelFromHfConfig(cfg: HfConfig, id: string, source: string): Mo
   const isQwen3 = type.startsWith('qwen3');
 
   const bias = cfg.attention_bias ? heads * headDim + 2 * kvHeads * headDim : 0;
-  const attn = h * heads * headDim + 2 * h * kvHeads * headDim + heads * headDim * h + bias + (isQwen3 ? 2 * headDim : 0);
+  const attn =
+    h * heads * headDim + 2 * h * kvHeads * headDim + heads * headDim * h + bias + (isQwen3 ? 2 * headDim : 0);
   const norms = 2 * h;
   const denseMlp = 3 * h * cfg.intermediate_size;
 
@@ -59,7 +60,12 @@ export function modelFromHfConfig(cfg: HfConfig, id: string, source: string): Mo
     const step = cfg.decoder_sparse_step ?? 1;
     const denseOnly = new Set(cfg.mlp_only_layers ?? []);
     const shared = cfg.shared_expert_intermediate_size ? 3 * h * cfg.shared_expert_intermediate_size + h : 0;
-    moe = { experts, expertsPerToken: k, expertIntermediate: ei, sharedIntermediate: cfg.shared_expert_intermediate_size };
+    moe = {
+      experts,
+      expertsPerToken: k,
+      expertIntermediate: ei,
+      sharedIntermediate: cfg.shared_expert_intermediate_size,
+    };
     for (let l = 0; l < L; l++) {
       const sparse = !denseOnly.has(l) && (l + 1) % step === 0;
       if (sparse) {

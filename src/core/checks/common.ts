@@ -55,7 +55,10 @@ export function bounds(setup: Setup): Bounds {
     computeRoof: peak / (2 * setup.model.params.active),
     peak,
     kvBytesPerToken: kvBytesPerToken(setup.model, setup.kvCache),
-    pool: kvPool(setup, { gpuMemoryUtilization: serverKnob(setup, 'gpu_memory_utilization'), maxModelLen: serverKnob(setup, 'max_model_len') }),
+    pool: kvPool(setup, {
+      gpuMemoryUtilization: serverKnob(setup, 'gpu_memory_utilization'),
+      maxModelLen: serverKnob(setup, 'max_model_len'),
+    }),
   };
 }
 

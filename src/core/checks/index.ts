@@ -25,7 +25,9 @@ export function runChecks(input: CheckInput): Finding[] {
       return typeof r === 'function' ? r(input) : r.check(input);
     } catch (e) {
       // One broken rule must not take the cell's other findings with it.
-      return [finding('info', 'check-failed', `Check ${ruleId(r, i)} could not run: ${(e as Error)?.message ?? e}`, [])];
+      return [
+        finding('info', 'check-failed', `Check ${ruleId(r, i)} could not run: ${(e as Error)?.message ?? e}`, []),
+      ];
     }
   });
 }

@@ -13,7 +13,10 @@ const TTFT_KEYS: MKey[] = ['ttft', 'ttft_p50', 'ttft_p90', 'ttft_p99'];
 export const ttftBelowPrefillFloor: CheckRule = {
   id: 'ttft-below-prefill-floor',
   summary: 'TTFT below the prefill compute floor 2·params·prompt/peak: the prefix cache served it',
-  reads: ['record: ttft, ttft_p50, ttft_p90, ttft_p99, prompt, prefix_cache_hit_rate', 'bench points: ttft mean/median/p90/p99 (ms), input_tokens | prompt_tokens | cell input, prefix_cache_hit_rate'],
+  reads: [
+    'record: ttft, ttft_p50, ttft_p90, ttft_p99, prompt, prefix_cache_hit_rate',
+    'bench points: ttft mean/median/p90/p99 (ms), input_tokens | prompt_tokens | cell input, prefix_cache_hit_rate',
+  ],
   codes: { 'ttft-below-prefill-floor': 'prefix-cache hit?' },
   check(input) {
     const setup = input.setup;
@@ -25,7 +28,10 @@ export const ttftBelowPrefillFloor: CheckRule = {
       if (!prompt || prompt <= 0) continue;
       const floor = b.prefillFloor(prompt);
       // For a bench point one finding is enough: its median (else mean) TTFT below the floor.
-      const keys = m.origin === 'record' ? TTFT_KEYS : (['ttft_p50', 'ttft'] as MKey[]).filter((k) => (m.v[k] ?? Infinity) < floor).slice(0, 1);
+      const keys =
+        m.origin === 'record'
+          ? TTFT_KEYS
+          : (['ttft_p50', 'ttft'] as MKey[]).filter((k) => (m.v[k] ?? Infinity) < floor).slice(0, 1);
       for (const k of keys) {
         const t = m.v[k];
         if (t === undefined || !(t < floor)) continue;
@@ -41,7 +47,10 @@ export const ttftBelowPrefillFloor: CheckRule = {
               cause: `Prefix-cache hits: the prompt was already in the server's prefix cache (a fixed seed regenerates the same prompts at every sweep point)${hit !== undefined ? `; the recorded prefix-cache hit rate is ${pct(hit)}` : ''}.`,
               fix: 'Use per-point seeds (seed: per-point) or run the server with prefix caching off (--no-enable-prefix-caching), and check Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries for the point.',
               related: [
-                ...setupRelated(input, `Floor ${time(floor)} = 2 × ${short(setup.model.params.total / 1e9)} B params × ${short(prompt)} tokens / ${short(b.peak / 1e12)} TFLOP/s`),
+                ...setupRelated(
+                  input,
+                  `Floor ${time(floor)} = 2 × ${short(setup.model.params.total / 1e9)} B params × ${short(prompt)} tokens / ${short(b.peak / 1e12)} TFLOP/s`,
+                ),
                 ...(m.paths.prompt ? [sameCell(input, `prompt: ${short(prompt)} tokens`, m.paths.prompt)] : []),
               ],
             },
@@ -63,7 +72,10 @@ export const belowDecodeFloor: CheckRule = {
   id: 'below-decode-floor',
   summary: 'TPOT or a decode step faster than reading the weights once: weight bytes / bandwidth',
   reads: ['record: tpot, tpot_p50, step', 'bench points: tpot mean/median (ms)'],
-  codes: { 'tpot-below-decode-floor': 'spec decode or wrong dtype?', 'step-below-decode-floor': 'spec decode or wrong dtype?' },
+  codes: {
+    'tpot-below-decode-floor': 'spec decode or wrong dtype?',
+    'step-below-decode-floor': 'spec decode or wrong dtype?',
+  },
   check(input) {
     const setup = input.setup;
     if (!setup) return [];
@@ -80,9 +92,13 @@ export const belowDecodeFloor: CheckRule = {
             `${label} ${time(t)}${m.label} is below the ${time(b.decodeFloor)} decode step floor (weight bytes / bandwidth = ${short(b.weightBytes / 1e9)} GB / ${short(setup.gpu.bandwidth / 1e9)} GB/s): every decode step reads all the weights once.`,
             pathOf(m, k),
             {
-              cause: 'More than one token per step (speculative decoding), output tokens counted per chunk instead of from usage, or a server that does not match the setup (fp8 or int4 weights read fewer bytes).',
+              cause:
+                'More than one token per step (speculative decoding), output tokens counted per chunk instead of from usage, or a server that does not match the setup (fp8 or int4 weights read fewer bytes).',
               fix: `Check the served model and dtype against the setup (weights: ${setup.weights}); take output tokens from usage.completion_tokens; TPOT = (E2E − TTFT) / (output − 1).`,
-              related: setupRelated(input, `Floor ${time(b.decodeFloor)} = ${short(b.weightBytes / 1e9)} GB of ${setup.weights} weights / ${short(setup.gpu.bandwidth / 1e9)} GB/s`),
+              related: setupRelated(
+                input,
+                `Floor ${time(b.decodeFloor)} = ${short(b.weightBytes / 1e9)} GB of ${setup.weights} weights / ${short(setup.gpu.bandwidth / 1e9)} GB/s`,
+              ),
             },
           ),
         );
@@ -104,7 +120,10 @@ export const perUserAboveCeiling: CheckRule = {
     const out: Finding[] = [];
     for (const m of measurementsOf(input)) {
       const single = m.v.batch === 1 || m.v.concurrency === 1;
-      const keys: MKey[] = ['per_user', ...(single && m.origin === 'record' ? (['throughput', 'output_throughput'] as MKey[]) : [])];
+      const keys: MKey[] = [
+        'per_user',
+        ...(single && m.origin === 'record' ? (['throughput', 'output_throughput'] as MKey[]) : []),
+      ];
       for (const k of keys) {
         const r = m.v[k];
         if (r === undefined || !(r > b.ceiling)) continue;
@@ -115,9 +134,13 @@ export const perUserAboveCeiling: CheckRule = {
             `${k === 'per_user' ? 'Per-user decode' : 'Batch-1 decode'} ${short(r)} tok/s${m.label} is above the ${short(b.ceiling)} tok/s ceiling (bandwidth / weight bytes = ${short(setup.gpu.bandwidth / 1e9)} GB/s / ${short(b.weightBytes / 1e9)} GB) for ${setupWords(setup)}.`,
             pathOf(m, k),
             {
-              cause: 'The rate is not one stream decoding: several streams summed, prompt tokens counted, speculative decoding, or a smaller or quantized model than the setup names.',
+              cause:
+                'The rate is not one stream decoding: several streams summed, prompt tokens counted, speculative decoding, or a smaller or quantized model than the setup names.',
               fix: 'Per-user tok/s = 1 / TPOT of one stream; check that the served model and dtype match the setup.',
-              related: setupRelated(input, `Ceiling ${short(b.ceiling)} tok/s = 1 / ${time(b.decodeFloor)} decode step floor`),
+              related: setupRelated(
+                input,
+                `Ceiling ${short(b.ceiling)} tok/s = 1 / ${time(b.decodeFloor)} decode step floor`,
+              ),
             },
           ),
         );
@@ -130,7 +153,10 @@ export const perUserAboveCeiling: CheckRule = {
 export const aboveComputeRoof: CheckRule = {
   id: 'aggregate-above-compute-roof',
   summary: 'Tokens per second above peak / (2·params): more tokens than the GPU can compute',
-  reads: ['record: throughput (tok/s), output_throughput, total_throughput', 'bench points: output_throughput, total_token_throughput'],
+  reads: [
+    'record: throughput (tok/s), output_throughput, total_throughput',
+    'bench points: output_throughput, total_token_throughput',
+  ],
   codes: { 'aggregate-above-compute-roof': 'cached or summed tokens?' },
   check(input) {
     const setup = input.setup;
@@ -148,7 +174,8 @@ export const aboveComputeRoof: CheckRule = {
             `${k === 'total_throughput' ? 'Total-token throughput' : k === 'output_throughput' ? 'Output throughput' : 'Throughput'} ${short(r)} tok/s${m.label} is above the ${short(b.computeRoof)} tok/s compute roof (peak / (2·params) = ${short(b.peak / 1e12)} TFLOP/s / (2 × ${short(setup.model.params.active / 1e9)} B)) for ${setupWords(setup)}.`,
             pathOf(m, k),
             {
-              cause: 'Tokens this GPU did not compute: prompt tokens served from the prefix cache counted as processed, several GPUs or replicas summed, or a setup that does not match the server.',
+              cause:
+                'Tokens this GPU did not compute: prompt tokens served from the prefix cache counted as processed, several GPUs or replicas summed, or a setup that does not match the server.',
               fix: 'Count only output tokens (or subtract cached prompt tokens), per GPU; check the setup against the server.',
               related: setupRelated(input, `Roof ${short(b.computeRoof)} tok/s = peak / (2·params)`),
             },
@@ -172,7 +199,8 @@ export const rttShareOfTtft: CheckRule = {
     const out: Finding[] = [];
     for (const m of measurementsOf(input)) {
       const rtt = m.v.rtt;
-      const tk: MKey | undefined = m.v.ttft !== undefined ? 'ttft' : m.v.ttft_p50 !== undefined ? 'ttft_p50' : undefined;
+      const tk: MKey | undefined =
+        m.v.ttft !== undefined ? 'ttft' : m.v.ttft_p50 !== undefined ? 'ttft_p50' : undefined;
       if (rtt === undefined || !tk) continue;
       const ttft = m.v[tk]!;
       if (!(ttft > 0) || rtt / ttft < RTT_SHARE) continue;
@@ -183,7 +211,8 @@ export const rttShareOfTtft: CheckRule = {
           `Network RTT ${time(rtt)} is ${pct(rtt / ttft)} of the ${time(ttft)} TTFT${m.label}: this TTFT measures the network as much as the server (more than ${pct(RTT_SHARE)}).`,
           m.paths.rtt ?? m.at,
           {
-            cause: 'The client benchmarks from far away: every request pays at least one round trip before its first token.',
+            cause:
+              'The client benchmarks from far away: every request pays at least one round trip before its first token.',
             fix: 'Run the client next to the server (same machine or region), or report TTFT with the RTT beside it and compare server-side TTFT (vllm:time_to_first_token_seconds).',
             related: m.paths[tk] ? [sameCell(input, `ttft: ${time(ttft)}`, m.paths[tk]!)] : [],
           },
@@ -194,4 +223,10 @@ export const rttShareOfTtft: CheckRule = {
   },
 };
 
-export const LATENCY_RULES: CheckRule[] = [ttftBelowPrefillFloor, belowDecodeFloor, perUserAboveCeiling, aboveComputeRoof, rttShareOfTtft];
+export const LATENCY_RULES: CheckRule[] = [
+  ttftBelowPrefillFloor,
+  belowDecodeFloor,
+  perUserAboveCeiling,
+  aboveComputeRoof,
+  rttShareOfTtft,
+];

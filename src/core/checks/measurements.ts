@@ -135,7 +135,24 @@ export function fromRecord(cell: Record<string, unknown>): Measurement {
     if (isQty(raw)) m.written[k] = raw;
   };
   for (const t of TIME_KEYS) for (const p of PCTS) put(`${t}${p}` as MKey, `${t}${p}`);
-  for (const k of ['step', 'rtt', 'per_user', 'output_throughput', 'total_throughput', 'request_throughput', 'batch', 'concurrency', 'rate', 'prompt', 'output', 'kv_pool', 'available_kv', 'capacity', 'prefix_cache_hit_rate'] as const) put(k, k);
+  for (const k of [
+    'step',
+    'rtt',
+    'per_user',
+    'output_throughput',
+    'total_throughput',
+    'request_throughput',
+    'batch',
+    'concurrency',
+    'rate',
+    'prompt',
+    'output',
+    'kv_pool',
+    'available_kv',
+    'capacity',
+    'prefix_cache_hit_rate',
+  ] as const)
+    put(k, k);
   const thr = cell.throughput;
   if (isQty(thr)) put(thr.dims.request ? 'request_throughput' : 'throughput', 'throughput');
   if (typeof cell.source === 'string') m.source = cell.source;
@@ -143,7 +160,12 @@ export function fromRecord(cell: Record<string, unknown>): Measurement {
   else if (m.v.concurrency !== undefined && m.v.rate === undefined) m.load = 'closed';
   else if (m.v.rate !== undefined) m.load = 'open';
   if (typeof cell.sampler === 'string') m.sampler = cell.sampler;
-  m.sampling = { top_p: cell.top_p, top_k: cell.top_k, seed: cell.request_seed, present: 'top_p' in cell || 'top_k' in cell };
+  m.sampling = {
+    top_p: cell.top_p,
+    top_k: cell.top_k,
+    seed: cell.request_seed,
+    present: 'top_p' in cell || 'top_k' in cell,
+  };
   return m;
 }
 
@@ -152,7 +174,15 @@ const STAT_NAMES: Record<string, string[]> = { '': ['mean'], _p50: ['median', 'p
 function benchStat(p: Record<string, unknown>, metric: string, pct: string): number | undefined {
   const vllm = metric === 'e2e' ? 'e2el' : metric;
   const names: string[] = [];
-  for (const s of STAT_NAMES[pct]) names.push(`${metric}_ms_${s}`, `${metric}_${s}_ms`, `${s}_${vllm}_ms`, `${metric}_ms.${s}`, `${metric}_ms.p.${s}`, `${metric}.${s}_ms`);
+  for (const s of STAT_NAMES[pct])
+    names.push(
+      `${metric}_ms_${s}`,
+      `${metric}_${s}_ms`,
+      `${s}_${vllm}_ms`,
+      `${metric}_ms.${s}`,
+      `${metric}_ms.p.${s}`,
+      `${metric}.${s}_ms`,
+    );
   const ms = pickNum(p, names);
   return ms === undefined ? undefined : ms / 1e3;
 }
@@ -166,7 +196,9 @@ function listOf(cell: unknown, key: string): unknown[] | undefined {
 
 /** One measurement per bench point, from the run's values. */
 export function fromBench(values: Record<string, unknown>, cell: unknown): Measurement[] {
-  const points = (Array.isArray(values.points) ? values.points : Array.isArray(values.rows) ? values.rows : []).filter(isObj);
+  const points = (Array.isArray(values.points) ? values.points : Array.isArray(values.rows) ? values.rows : []).filter(
+    isObj,
+  );
   const c = isObj(cell) ? cell : {};
   const concList = listOf(cell, 'concurrency')?.map(num);
   const rateList = (listOf(cell, 'rate') ?? listOf(cell, 'request_rate'))?.map(num);
@@ -176,12 +208,18 @@ export function fromBench(values: Record<string, unknown>, cell: unknown): Measu
   const req = [values.request_params, values.sampling_params].find(isObj);
   return points.map((raw, i) => {
     // The bench engine nests its metrics (metrics.ttft_ms.median, metrics.little, evidence.prefix_hit_rate).
-    const p: Record<string, unknown> = { ...(isObj(raw.evidence) ? raw.evidence : {}), ...(isObj(raw.server) ? raw.server : {}), ...(isObj(raw.metrics) ? raw.metrics : {}), ...raw };
+    const p: Record<string, unknown> = {
+      ...(isObj(raw.evidence) ? raw.evidence : {}),
+      ...(isObj(raw.server) ? raw.server : {}),
+      ...(isObj(raw.metrics) ? raw.metrics : {}),
+      ...raw,
+    };
     const m: Measurement = { origin: 'bench', label: '', at: [], v: {}, paths: {}, written: {} };
-    for (const t of TIME_KEYS) for (const pct of PCTS) {
-      const v = benchStat(p, t, pct);
-      if (v !== undefined) m.v[`${t}${pct}` as MKey] = v;
-    }
+    for (const t of TIME_KEYS)
+      for (const pct of PCTS) {
+        const v = benchStat(p, t, pct);
+        if (v !== undefined) m.v[`${t}${pct}` as MKey] = v;
+      }
     const conc = pickNum(p, ['concurrency', 'max_concurrency']);
     const rate = pickNum(p, ['rate', 'request_rate']);
     if (conc !== undefined) m.v.concurrency = conc;
@@ -192,9 +230,14 @@ export function fromBench(values: Record<string, unknown>, cell: unknown): Measu
     set('total_throughput', pickNum(p, ['total_token_throughput', 'total_throughput']));
     const completed = pickNum(p, ['completed']);
     const perReq = (tot: number | undefined) => (tot !== undefined && completed ? tot / completed : undefined);
-    set('prompt', pickNum(p, ['input_tokens', 'prompt_tokens']) ?? perReq(pickNum(p, ['total_input_tokens'])) ?? cellInput);
+    set(
+      'prompt',
+      pickNum(p, ['input_tokens', 'prompt_tokens']) ?? perReq(pickNum(p, ['total_input_tokens'])) ?? cellInput,
+    );
     set('output', pickNum(p, ['output_tokens']) ?? perReq(pickNum(p, ['total_output_tokens'])) ?? cellOutput);
-    const rtt = pickNum(p, ['rtt_ms', 'rtt_ms.median', 'rtt.median_ms']) ?? pickNum(values, ['rtt_ms', 'rtt_ms.median', 'rtt.median_ms']);
+    const rtt =
+      pickNum(p, ['rtt_ms', 'rtt_ms.median', 'rtt.median_ms']) ??
+      pickNum(values, ['rtt_ms', 'rtt_ms.median', 'rtt.median_ms']);
     set('rtt', rtt === undefined ? undefined : rtt / 1e3);
     let hit = pickNum(p, ['prefix_cache_hit_rate', 'prefix_hit_rate']);
     if (hit !== undefined && hit > 1) hit /= 100;
@@ -202,13 +245,23 @@ export function fromBench(values: Record<string, unknown>, cell: unknown): Measu
     const little = p.little_law ?? p.littles_law ?? p.little;
     if (typeof little === 'number') m.v.little_ratio = little;
     else if (isObj(little)) {
-      set('little_observed', pickNum(little, ['observed', 'observed_in_flight', 'l_observed', 'mean_in_flight', 'in_flight']));
+      set(
+        'little_observed',
+        pickNum(little, ['observed', 'observed_in_flight', 'l_observed', 'mean_in_flight', 'in_flight']),
+      );
       set('little_predicted', pickNum(little, ['predicted', 'predicted_in_flight', 'lambda_w', 'l_predicted']));
       const err = pickNum(little, ['error']);
       set('little_ratio', pickNum(little, ['ratio']) ?? (err !== undefined ? 1 + err : undefined));
     }
     const mode = p.mode ?? values.mode;
-    m.load = mode === 'open' || mode === 'closed' ? mode : rate !== undefined && conc === undefined ? 'open' : conc !== undefined ? 'closed' : undefined;
+    m.load =
+      mode === 'open' || mode === 'closed'
+        ? mode
+        : rate !== undefined && conc === undefined
+          ? 'open'
+          : conc !== undefined
+            ? 'closed'
+            : undefined;
     // The point's line: its element of the cell's concurrency (or rate) list.
     if (conc !== undefined && concList) {
       const j = concList.indexOf(conc);

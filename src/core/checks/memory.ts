@@ -25,7 +25,10 @@ export function gbGibSlip(ratio: number): 'written-in-GB' | 'written-in-GiB' | u
 export const kvPoolLargerThanCard: CheckRule = {
   id: 'kv-pool-larger-than-card',
   summary: "A KV pool (tokens × KV bytes per token, or available KV bytes) larger than the card's memory",
-  reads: ['record: kv_pool (tokens), available_kv (bytes)', 'audit: pool_tokens | kv_pool_tokens, available_kv_gib | available_kv_bytes'],
+  reads: [
+    'record: kv_pool (tokens), available_kv (bytes)',
+    'audit: pool_tokens | kv_pool_tokens, available_kv_gib | available_kv_bytes',
+  ],
   codes: { 'kv-pool-larger-than-card': 'other card or KV dtype?' },
   check(input) {
     const setup = input.setup;
@@ -43,7 +46,8 @@ export const kvPoolLargerThanCard: CheckRule = {
             `KV pool ${short(pool)} tokens${m.label} × ${short(b.kvBytesPerToken)} B per token (${setup.kvCache} KV) = ${gib(pool * b.kvBytesPerToken)}, more than the card's ${gib(mem)} on ${setup.gpu.id}.`,
             pathOf(m, 'kv_pool'),
             {
-              cause: 'A pool from another setup: several GPUs (tensor parallel) summed, an fp8 KV cache (half the bytes per token), a different model, or a typo.',
+              cause:
+                'A pool from another setup: several GPUs (tensor parallel) summed, an fp8 KV cache (half the bytes per token), a different model, or a typo.',
               fix: 'Check kv_cache and the GPU in the setup against the server; with tensor parallelism, compare per GPU.',
               related: setupRelated(input, `KV bytes per token ${short(b.kvBytesPerToken)} B and memory ${gib(mem)}`),
             },
@@ -53,11 +57,17 @@ export const kvPoolLargerThanCard: CheckRule = {
       const avail = m.v.available_kv;
       if (avail !== undefined && avail > mem) {
         out.push(
-          finding('warning', 'kv-pool-larger-than-card', `Available KV memory ${gib(avail)}${m.label} is more than the card's ${gib(mem)} on ${setup.gpu.id}.`, pathOf(m, 'available_kv'), {
-            cause: 'A figure from another card, several GPUs summed, or a unit slip (TB for GB, MB for GiB).',
-            fix: 'Copy "Available KV cache memory: … GiB" from the server log with its unit.',
-            related: setupRelated(input, `Card memory ${gib(mem)}`),
-          }),
+          finding(
+            'warning',
+            'kv-pool-larger-than-card',
+            `Available KV memory ${gib(avail)}${m.label} is more than the card's ${gib(mem)} on ${setup.gpu.id}.`,
+            pathOf(m, 'available_kv'),
+            {
+              cause: 'A figure from another card, several GPUs summed, or a unit slip (TB for GB, MB for GiB).',
+              fix: 'Copy "Available KV cache memory: … GiB" from the server log with its unit.',
+              related: setupRelated(input, `Card memory ${gib(mem)}`),
+            },
+          ),
         );
       }
     }
@@ -68,18 +78,35 @@ export const kvPoolLargerThanCard: CheckRule = {
 /** The same number in the other unit, for the quick fix: 56.34 GB → "56.34 GiB". */
 function swappedUnit(q: Quantity | undefined): string | undefined {
   if (!q) return undefined;
-  const pairs: Record<string, [string, number]> = { GB: ['GiB', 1e9], GiB: ['GB', GiB], TB: ['TiB', 1e12], TiB: ['TB', 2 ** 40], MB: ['MiB', 1e6], MiB: ['MB', 2 ** 20] };
+  const pairs: Record<string, [string, number]> = {
+    GB: ['GiB', 1e9],
+    GiB: ['GB', GiB],
+    TB: ['TiB', 1e12],
+    TiB: ['TB', 2 ** 40],
+    MB: ['MiB', 1e6],
+    MiB: ['MB', 2 ** 20],
+  };
   const p = pairs[q.unit];
   if (!p) return undefined;
   return `${+(q.value / p[1]).toPrecision(10)} ${p[0]}`;
 }
 
-function slipFinding(input: CheckInput, m: Measurement, key: 'available_kv' | 'kv_pool', ratio: number, against: string, kind: 'written-in-GB' | 'written-in-GiB'): Finding {
+function slipFinding(
+  input: CheckInput,
+  m: Measurement,
+  key: 'available_kv' | 'kv_pool',
+  ratio: number,
+  against: string,
+  kind: 'written-in-GB' | 'written-in-GiB',
+): Finding {
   const q = m.written[key];
   const other = swappedUnit(q);
   const intended = kind === 'written-in-GB' ? 'GiB' : 'GB';
   const used = kind === 'written-in-GB' ? 'GB' : 'GiB';
-  const what = key === 'available_kv' ? `available_kv ${q && q.unit !== 'B' ? `${short(inUnit(q, q.unit))} ${q.unit}` : gib(m.v.available_kv!)}` : `KV pool ${short(m.v.kv_pool!)} tokens`;
+  const what =
+    key === 'available_kv'
+      ? `available_kv ${q && q.unit !== 'B' ? `${short(inUnit(q, q.unit))} ${q.unit}` : gib(m.v.available_kv!)}`
+      : `KV pool ${short(m.v.kv_pool!)} tokens`;
   return finding(
     'warning',
     'gb-gib-slip',
@@ -97,7 +124,10 @@ function slipFinding(input: CheckInput, m: Measurement, key: 'available_kv' | 'k
 export const kvPoolVsPhysics: CheckRule = {
   id: 'kv-pool-vs-physics',
   summary: 'KV pool or available KV memory far from the physics pool, or off by the GB/GiB ratio (the slip named)',
-  reads: ['record: kv_pool (tokens), available_kv (bytes, as written)', 'setup.server: gpu_memory_utilization, max_model_len'],
+  reads: [
+    'record: kv_pool (tokens), available_kv (bytes, as written)',
+    'setup.server: gpu_memory_utilization, max_model_len',
+  ],
   codes: { 'kv-pool-far-from-physics': 'util or activations differ?', 'gb-gib-slip': 'GB/GiB slip' },
   check(input) {
     const setup = input.setup;
@@ -115,7 +145,14 @@ export const kvPoolVsPhysics: CheckRule = {
         const r = avail / b.kvBytesPerToken / pool;
         const slip = gbGibSlip(r);
         if (slip) {
-          const f = slipFinding(input, m, 'available_kv', r, `what kv_pool ${short(pool)} tokens × ${short(b.kvBytesPerToken)} B per token needs (${gib(pool * b.kvBytesPerToken)})`, slip);
+          const f = slipFinding(
+            input,
+            m,
+            'available_kv',
+            r,
+            `what kv_pool ${short(pool)} tokens × ${short(b.kvBytesPerToken)} B per token needs (${gib(pool * b.kvBytesPerToken)})`,
+            slip,
+          );
           f.related = [sameCell(input, `kv_pool: ${short(pool)} tokens`, pathOf(m, 'kv_pool'))];
           out.push(f);
           continue;
@@ -124,26 +161,56 @@ export const kvPoolVsPhysics: CheckRule = {
       if (avail !== undefined && p.available_kv_bytes > 0) {
         const r = avail / p.available_kv_bytes;
         const slip = gbGibSlip(r);
-        if (slip) out.push(slipFinding(input, m, 'available_kv', r, `the physics figure ${gib(p.available_kv_bytes)}`, slip));
-        else if (Math.abs(r - 1) > KV_POOL_TOLERANCE) out.push(far(input, m, 'available_kv', r, `available KV memory ${gib(avail)}`, `${gib(p.available_kv_bytes)} (${formula})`));
+        if (slip)
+          out.push(slipFinding(input, m, 'available_kv', r, `the physics figure ${gib(p.available_kv_bytes)}`, slip));
+        else if (Math.abs(r - 1) > KV_POOL_TOLERANCE)
+          out.push(
+            far(
+              input,
+              m,
+              'available_kv',
+              r,
+              `available KV memory ${gib(avail)}`,
+              `${gib(p.available_kv_bytes)} (${formula})`,
+            ),
+          );
       }
       if (pool !== undefined && p.pool_tokens > 0) {
         const r = pool / p.pool_tokens;
         const slip = gbGibSlip(r);
-        if (slip) out.push(slipFinding(input, m, 'kv_pool', r, `the physics pool ${short(p.pool_tokens)} tokens`, slip));
-        else if (Math.abs(r - 1) > KV_POOL_TOLERANCE) out.push(far(input, m, 'kv_pool', r, `KV pool ${short(pool)} tokens`, `${short(p.pool_tokens)} tokens (${formula}, / ${short(b.kvBytesPerToken)} B per token)`));
+        if (slip)
+          out.push(slipFinding(input, m, 'kv_pool', r, `the physics pool ${short(p.pool_tokens)} tokens`, slip));
+        else if (Math.abs(r - 1) > KV_POOL_TOLERANCE)
+          out.push(
+            far(
+              input,
+              m,
+              'kv_pool',
+              r,
+              `KV pool ${short(pool)} tokens`,
+              `${short(p.pool_tokens)} tokens (${formula}, / ${short(b.kvBytesPerToken)} B per token)`,
+            ),
+          );
       }
     }
     return out;
 
-    function far(input: CheckInput, m: Measurement, key: 'kv_pool' | 'available_kv', r: number, what: string, physics: string): Finding {
+    function far(
+      input: CheckInput,
+      m: Measurement,
+      key: 'kv_pool' | 'available_kv',
+      r: number,
+      what: string,
+      physics: string,
+    ): Finding {
       return finding(
         'warning',
         'kv-pool-far-from-physics',
         `${what} is ${short(r)}× the physics pool for ${setupWords(setup!)}: ${physics}; more than ${short(KV_POOL_TOLERANCE * 100)}% apart.`,
         pathOf(m, key),
         {
-          cause: 'The server ran with other knobs than the setup says (gpu_memory_utilization, max_num_batched_tokens → activation peak, kv_cache dtype), another model or card, or the number was computed rather than read from the log.',
+          cause:
+            'The server ran with other knobs than the setup says (gpu_memory_utilization, max_num_batched_tokens → activation peak, kv_cache dtype), another model or card, or the number was computed rather than read from the log.',
           fix: 'Put the server\'s gpu_memory_utilization and kv_cache in the setup, and copy "GPU KV cache size: … tokens" from the log.',
           related: setupRelated(input, 'The physics pool'),
         },

@@ -44,14 +44,19 @@ export interface Prepared {
 
 function findKind(key: string | undefined, value: unknown): KindModule | undefined {
   if (!key) return undefined;
-  return KINDS.find((k) => k.key === key && k.variant === String(value)) ?? KINDS.find((k) => k.key === key && !k.variant);
+  return (
+    KINDS.find((k) => k.key === key && k.variant === String(value)) ?? KINDS.find((k) => k.key === key && !k.variant)
+  );
 }
 
 function unknownKind(parsed: ParsedCell): Finding {
   const key = parsed.kindKey ?? '';
   const variants = KINDS.filter((k) => k.key === key && k.variant);
   if (variants.length) {
-    const s = suggest(String(parsed.kindValue), variants.map((v) => v.variant!));
+    const s = suggest(
+      String(parsed.kindValue),
+      variants.map((v) => v.variant!),
+    );
     return finding(
       'error',
       'unknown-kind',
@@ -94,9 +99,17 @@ export function prepareCell(source: string, cellIndex: number, nb: NotebookConte
       if (!setup) {
         const s = suggest(setupName, nb.setups.keys());
         out.findings.push(
-          finding('error', 'unknown-setup', `No setup named "${setupName}" above this cell${s ? `: did you mean "${s}"?` : ''}`, ['setup'], {
-            fix: nb.setups.size ? `use one of: ${[...nb.setups.keys()].join(', ')}` : 'add a setup cell above this one',
-          }),
+          finding(
+            'error',
+            'unknown-setup',
+            `No setup named "${setupName}" above this cell${s ? `: did you mean "${s}"?` : ''}`,
+            ['setup'],
+            {
+              fix: nb.setups.size
+                ? `use one of: ${[...nb.setups.keys()].join(', ')}`
+                : 'add a setup cell above this one',
+            },
+          ),
         );
       }
     }
@@ -131,9 +144,15 @@ export function prepareCell(source: string, cellIndex: number, nb: NotebookConte
   if ((kind.key === 'record' || kind.key === 'compare') && out.name === undefined) out.name = String(parsed.kindValue);
   if (kind.needsSetup && !setup) {
     out.findings.push(
-      finding('error', 'needs-setup', `This cell needs a GPU and a model: add a setup cell above it, or write "gpu:" and "model:" in this cell`, [parsed.kindKey!], {
-        fix: 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b',
-      }),
+      finding(
+        'error',
+        'needs-setup',
+        `This cell needs a GPU and a model: add a setup cell above it, or write "gpu:" and "model:" in this cell`,
+        [parsed.kindKey!],
+        {
+          fix: 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b',
+        },
+      ),
     );
   }
   out.setup = setup;
@@ -148,7 +167,8 @@ export function analyzeCells(sources: string[], dir: string, services: Services 
   const nb = createNotebookContext(dir, services);
   return sources.map((src, i) => {
     const p = prepareCell(src, i, nb);
-    if (!p.kind || p.cell === undefined || p.findings.some((f) => f.severity === 'error')) return dedupeFindings(p.findings);
+    if (!p.kind || p.cell === undefined || p.findings.some((f) => f.severity === 'error'))
+      return dedupeFindings(p.findings);
     const ctx: AnalyzeContext = { notebook: nb, setup: p.setup, cellIndex: i };
     const fs: Finding[] = [...p.findings];
     try {
@@ -174,18 +194,28 @@ function errorFinding(e: unknown): Finding {
   return finding('error', 'internal', `Internal error: ${(e as Error)?.message ?? e}`);
 }
 
-
 export interface RunCellOptions {
   signal?: AbortSignal;
   onProgress?(update: ProgressUpdate): void;
 }
 
 /** Run one cell in a notebook context; never throws (a failure is an error result). */
-export async function runCell(source: string, cellIndex: number, nb: NotebookContext, opts: RunCellOptions = {}): Promise<CellResult> {
+export async function runCell(
+  source: string,
+  cellIndex: number,
+  nb: NotebookContext,
+  opts: RunCellOptions = {},
+): Promise<CellResult> {
   const started = performance.now();
   const p = prepareCell(source, cellIndex, nb);
   const kind = p.kind ? kindId(p.kind) : (p.parsed.kindKey ?? 'unknown');
-  const fail = (message: string, code: string, pathInCell: (string | number)[], findings: Finding[], outputs: CellOutput[] = []): CellResult => {
+  const fail = (
+    message: string,
+    code: string,
+    pathInCell: (string | number)[],
+    findings: Finding[],
+    outputs: CellOutput[] = [],
+  ): CellResult => {
     const fo = findingsOutput(findings);
     const result: CellResult = {
       kind,
@@ -227,7 +257,15 @@ export async function runCell(source: string, cellIndex: number, nb: NotebookCon
     const fo = findingsOutput(findings);
     if (fo) outputs.push(fo);
     attachValues(outputs, values);
-    const result: CellResult = { kind, name: p.name, values, findings, outputs, ok: true, durationMs: performance.now() - started };
+    const result: CellResult = {
+      kind,
+      name: p.name,
+      values,
+      findings,
+      outputs,
+      ok: true,
+      durationMs: performance.now() - started,
+    };
     if (p.kind.key === 'setup') registerSetup(nb, p, cellIndex);
     nb.results.set(cellIndex, result);
     if (p.name !== undefined) nb.named.set(p.name, result);
@@ -249,14 +287,23 @@ function attachValues(outputs: CellOutput[], values: Record<string, unknown>): v
 
 /** Values as plain JSON: Maps and class instances flattened, non-finite numbers to null. */
 export function jsonSafe<T>(v: T): T {
-  return JSON.parse(JSON.stringify(v, (_k, x) => (typeof x === 'number' && !Number.isFinite(x) ? null : x instanceof Map ? Object.fromEntries(x) : x)));
+  return JSON.parse(
+    JSON.stringify(v, (_k, x) =>
+      typeof x === 'number' && !Number.isFinite(x) ? null : x instanceof Map ? Object.fromEntries(x) : x,
+    ),
+  );
 }
 
 /**
  * Rebuild a cell's result from its saved outputs (values item), so that cells after it see its
  * numbers without re-running it (a bench that took an hour is not re-run to compare it).
  */
-export function restoreResult(source: string, cellIndex: number, outputs: CellOutput[], nb: NotebookContext): CellResult | undefined {
+export function restoreResult(
+  source: string,
+  cellIndex: number,
+  outputs: CellOutput[],
+  nb: NotebookContext,
+): CellResult | undefined {
   const p = prepareCell(source, cellIndex, nb);
   if (!p.kind || p.cell === undefined) return undefined;
   if (p.kind.key === 'setup') {
@@ -265,7 +312,14 @@ export function restoreResult(source: string, cellIndex: number, outputs: CellOu
   }
   const item = outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.values);
   if (!item) return undefined;
-  const result: CellResult = { kind: kindId(p.kind), name: p.name, values: item.data as Record<string, unknown>, findings: [], outputs, ok: true };
+  const result: CellResult = {
+    kind: kindId(p.kind),
+    name: p.name,
+    values: item.data as Record<string, unknown>,
+    findings: [],
+    outputs,
+    ok: true,
+  };
   nb.results.set(cellIndex, result);
   if (p.name !== undefined) nb.named.set(p.name, result);
   return result;

@@ -34,29 +34,54 @@ const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replac
 function cellText<R>(c: Column<R>, row: R): string {
   const v = row[c.key];
   if (c.fmt) return c.fmt(v, row);
-  if (typeof v === 'number') return Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 });
+  if (typeof v === 'number')
+    return Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 });
   return v === undefined || v === null ? '' : String(v);
 }
 
 /** A table as HTML (for the editor) and aligned plain text (for the CLI). */
 export function tableOutput<R>(title: string, columns: Column<R>[], rows: R[], note?: string): CellOutput {
   const texts = rows.map((r) => columns.map((c) => cellText(c, r)));
-  const right = (c: Column<R>, i: number) => c.align === 'right' || (c.align === undefined && rows.length > 0 && typeof rows[0][c.key] === 'number');
+  const right = (c: Column<R>) =>
+    c.align === 'right' || (c.align === undefined && rows.length > 0 && typeof rows[0][c.key] === 'number');
   const html =
     `<div class="inflab-table"><div><strong>${esc(title)}</strong></div>` +
-    `<table><thead><tr>${columns.map((c, i) => `<th style="text-align:${right(c, i) ? 'right' : 'left'}">${esc(c.label)}</th>`).join('')}</tr></thead>` +
-    `<tbody>${texts.map((t) => `<tr>${t.map((x, i) => `<td style="text-align:${right(columns[i], i) ? 'right' : 'left'}">${esc(x)}</td>`).join('')}</tr>`).join('')}</tbody></table>` +
+    `<table><thead><tr>${columns.map((c) => `<th style="text-align:${right(c) ? 'right' : 'left'}">${esc(c.label)}</th>`).join('')}</tr></thead>` +
+    `<tbody>${texts.map((t) => `<tr>${t.map((x, i) => `<td style="text-align:${right(columns[i]) ? 'right' : 'left'}">${esc(x)}</td>`).join('')}</tr>`).join('')}</tbody></table>` +
     (note ? `<div><em>${esc(note)}</em></div>` : '') +
     `</div>`;
   const widths = columns.map((c, i) => Math.max(c.label.length, ...texts.map((t) => t[i].length)));
-  const line = (cells: string[]) => cells.map((x, i) => (right(columns[i], i) ? x.padStart(widths[i]) : x.padEnd(widths[i]))).join('  ').trimEnd();
-  const plain = [title, line(columns.map((c) => c.label)), widths.map((w) => '-'.repeat(w)).join('  '), ...texts.map(line), ...(note ? [note] : [])].join('\n');
-  return { items: [{ mime: MIME.html, data: html }, { mime: MIME.plain, data: plain }] };
+  const line = (cells: string[]) =>
+    cells
+      .map((x, i) => (right(columns[i]) ? x.padStart(widths[i]) : x.padEnd(widths[i])))
+      .join('  ')
+      .trimEnd();
+  const plain = [
+    title,
+    line(columns.map((c) => c.label)),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...texts.map(line),
+    ...(note ? [note] : []),
+  ].join('\n');
+  return {
+    items: [
+      { mime: MIME.html, data: html },
+      { mime: MIME.plain, data: plain },
+    ],
+  };
 }
 
 /** Key/value facts as a two-column table. */
 export function factsOutput(title: string, facts: [string, string][], note?: string): CellOutput {
-  return tableOutput(title, [{ key: 'k', label: 'quantity', align: 'left' }, { key: 'v', label: 'value', align: 'right' }], facts.map(([k, v]) => ({ k, v })), note);
+  return tableOutput(
+    title,
+    [
+      { key: 'k', label: 'quantity', align: 'left' },
+      { key: 'v', label: 'value', align: 'right' },
+    ],
+    facts.map(([k, v]) => ({ k, v })),
+    note,
+  );
 }
 
 export function findingsOutput(findings: Finding[]): CellOutput | undefined {
@@ -84,5 +109,10 @@ export function findingsOutput(findings: Finding[]): CellOutput | undefined {
 }
 
 export function errorOutput(message: string, name = 'InfLab'): CellOutput {
-  return { items: [{ mime: MIME.error, data: { name, message } }, { mime: MIME.plain, data: `${name}: ${message}` }] };
+  return {
+    items: [
+      { mime: MIME.error, data: { name, message } },
+      { mime: MIME.plain, data: `${name}: ${message}` },
+    ],
+  };
 }

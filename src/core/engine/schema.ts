@@ -21,7 +21,9 @@ export function quantity(dims: DimName | DimName[], opts: QuantityOpts = {}) {
   // message as bad text: what is needed and an example. A missing one keeps zod's default, which
   // zodFindings turns into "Missing …".
   const wrongType = (iss: { input?: unknown }) =>
-    iss.input === undefined ? undefined : `expected ${help.noun}, e.g. "${help.example}", not ${describeValue(iss.input)}`;
+    iss.input === undefined
+      ? undefined
+      : `expected ${help.noun}, e.g. "${help.example}", not ${describeValue(iss.input)}`;
   return z.union([z.string(), z.number()], { error: wrongType }).transform((v, ctx): Quantity => {
     const r = parseQuantity(v, { dims: list, bare: opts.bare });
     if (!r.ok) {
@@ -29,7 +31,10 @@ export function quantity(dims: DimName | DimName[], opts: QuantityOpts = {}) {
       return z.NEVER;
     }
     if ((opts.positive && !(r.quantity.value > 0)) || (opts.min !== undefined && r.quantity.value < opts.min)) {
-      ctx.addIssue({ code: 'custom', message: `${v} must be ${opts.positive ? 'greater than zero' : `at least ${opts.min}`}` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `${v} must be ${opts.positive ? 'greater than zero' : `at least ${opts.min}`}`,
+      });
       return z.NEVER;
     }
     return r.quantity;
@@ -111,7 +116,16 @@ const TYPE_WORDS: Record<string, string> = {
   boolean: 'true or false',
   null: 'empty',
 };
-const RECEIVED_WORDS: Record<string, string> = { array: 'a list', object: 'a mapping', number: 'a number', string: 'text', boolean: 'true/false', null: 'an empty value', undefined: 'nothing', NaN: 'NaN' };
+const RECEIVED_WORDS: Record<string, string> = {
+  array: 'a list',
+  object: 'a mapping',
+  number: 'a number',
+  string: 'text',
+  boolean: 'true/false',
+  null: 'an empty value',
+  undefined: 'nothing',
+  NaN: 'NaN',
+};
 
 function typeWord(expected: unknown): string {
   return TYPE_WORDS[String(expected)] ?? String(expected);
@@ -137,9 +151,15 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
       for (const k of issue.keys) {
         const s = suggest(k, known);
         out.push(
-          finding('error', 'unknown-key', `Unknown key "${k}"${s ? `: did you mean "${s}"?` : ''} Known keys here: ${known.join(', ')}`, [...path, k], {
-            fix: s ? `rename "${k}" to "${s}"` : `remove "${k}"`,
-          }),
+          finding(
+            'error',
+            'unknown-key',
+            `Unknown key "${k}"${s ? `: did you mean "${s}"?` : ''} Known keys here: ${known.join(', ')}`,
+            [...path, k],
+            {
+              fix: s ? `rename "${k}" to "${s}"` : `remove "${k}"`,
+            },
+          ),
         );
       }
       continue;
@@ -147,7 +167,15 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
     const last = path[path.length - 1];
     const key = path.length ? String(last) : '';
     // What the message calls the place: "batch" for a key, "batch[2]" for a list element.
-    const label = typeof last === 'number' ? `${path.slice(0, -1).filter((p) => typeof p === 'string').pop() ?? 'item'}[${last}]` : key;
+    const label =
+      typeof last === 'number'
+        ? `${
+            path
+              .slice(0, -1)
+              .filter((p) => typeof p === 'string')
+              .pop() ?? 'item'
+          }[${last}]`
+        : key;
     let message = issue.message;
     const missing = () => `Missing "${key}": add a line "${key}: …"`;
     if (issue.code === 'invalid_type' && /received undefined/.test(issue.message)) {
@@ -166,17 +194,47 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
       // The branch that got furthest (its type matched and something inside it failed, or a
       // number that is not whole) says what is wrong best: report its issues in place.
       const score = (b: z.core.$ZodIssue[]) =>
-        b.some((i) => i.path.length > 0) ? 2 : b.some((i) => i.code === 'too_small' || i.code === 'too_big' || (i.code === 'invalid_type' && i.expected === 'int' && /received number/.test(i.message))) ? 1 : 0;
+        b.some((i) => i.path.length > 0)
+          ? 2
+          : b.some(
+                (i) =>
+                  i.code === 'too_small' ||
+                  i.code === 'too_big' ||
+                  (i.code === 'invalid_type' && i.expected === 'int' && /received number/.test(i.message)),
+              )
+            ? 1
+            : 0;
       const best = [...branches].sort((a, b) => score(b) - score(a))[0];
       if (custom) message = custom.message;
       else if (!/^Invalid input$/.test(issue.message)) message = issue.message;
-      else if (inner.length && inner.every((i) => i.code === 'invalid_type' && /received undefined/.test(i.message))) message = typeof last === 'string' ? missing() : `${label} is empty`;
+      else if (inner.length && inner.every((i) => i.code === 'invalid_type' && /received undefined/.test(i.message)))
+        message = typeof last === 'string' ? missing() : `${label} is empty`;
       else if (best && score(best) > 0) {
-        out.push(...zodFindings(new z.ZodError(best.map((i) => (i.code === 'invalid_type' && i.expected === 'int' && i.path.length === 0 ? { ...i, message: `${label} must be a whole number` } : i))), schema, path));
+        out.push(
+          ...zodFindings(
+            new z.ZodError(
+              best.map((i) =>
+                i.code === 'invalid_type' && i.expected === 'int' && i.path.length === 0
+                  ? { ...i, message: `${label} must be a whole number` }
+                  : i,
+              ),
+            ),
+            schema,
+            path,
+          ),
+        );
         continue;
       } else {
         const alternatives = [
-          ...new Set(inner.flatMap((i) => (i.code === 'invalid_value' ? i.values.map((v) => JSON.stringify(v)) : i.code === 'invalid_type' ? [typeWord(i.expected)] : [i.message]))),
+          ...new Set(
+            inner.flatMap((i) =>
+              i.code === 'invalid_value'
+                ? i.values.map((v) => JSON.stringify(v))
+                : i.code === 'invalid_type'
+                  ? [typeWord(i.expected)]
+                  : [i.message],
+            ),
+          ),
         ];
         const got = inner.map((i) => (i.code === 'invalid_type' ? receivedWord(i.message) : undefined)).find(Boolean);
         message = `${label} must be ${alternatives.join(' or ')}${got ? `, not ${got}` : ''}`;
@@ -188,9 +246,18 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
       const bound = Number(small ? (issue as { minimum: unknown }).minimum : (issue as { maximum: unknown }).maximum);
       const inclusive = (issue as { inclusive?: boolean }).inclusive !== false;
       const origin = (issue as { origin?: string }).origin;
-      if (origin === 'array' || origin === 'set') message = small ? `${label} needs at least ${bound} item${bound === 1 ? '' : 's'}` : `${label} has more than ${bound} item${bound === 1 ? '' : 's'}`;
-      else if (origin === 'string') message = small ? (bound <= 1 ? `${label} must not be empty` : `${label} must be at least ${bound} characters`) : `${label} must be at most ${bound} characters`;
-      else message = `${label} must be ${small ? (inclusive ? 'at least' : 'greater than') : inclusive ? 'at most' : 'less than'} ${bound}`;
+      if (origin === 'array' || origin === 'set')
+        message = small
+          ? `${label} needs at least ${bound} item${bound === 1 ? '' : 's'}`
+          : `${label} has more than ${bound} item${bound === 1 ? '' : 's'}`;
+      else if (origin === 'string')
+        message = small
+          ? bound <= 1
+            ? `${label} must not be empty`
+            : `${label} must be at least ${bound} characters`
+          : `${label} must be at most ${bound} characters`;
+      else
+        message = `${label} must be ${small ? (inclusive ? 'at least' : 'greater than') : inclusive ? 'at most' : 'less than'} ${bound}`;
     }
     if (key && typeof last === 'string' && !namesKey(message, key)) message = `${key}: ${message}`;
     out.push(finding('error', 'schema', message, path));

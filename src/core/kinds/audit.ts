@@ -12,7 +12,12 @@ import { CellError, finding, type Finding } from '../findings';
 
 const schema = z
   .object({
-    audit: z.string({ error: 'audit: give a log path relative to the notebook (logs/day4-vllm.log), a glob (logs/*.log) or a /metrics URL' }).min(1),
+    audit: z
+      .string({
+        error:
+          'audit: give a log path relative to the notebook (logs/day4-vllm.log), a glob (logs/*.log) or a /metrics URL',
+      })
+      .min(1),
     /** Prefix-cache hit rate (%) above which a segment counts as served from the cache. */
     hit_threshold: z.number().min(0).max(100).optional(),
     /** KV usage (%) that counts as full. */
@@ -31,14 +36,20 @@ function predictedPool(nb: NotebookContext, cellIndex: number) {
     if (i >= cellIndex || r.kind !== 'predict: kv-pool' || !r.ok) continue;
     const t = r.values.pool_tokens;
     if (typeof t === 'number' && (!best || (best.cellIndex ?? -1) < i))
-      best = { pool_tokens: t, available_kv_gib: typeof r.values.available_kv_gib === 'number' ? r.values.available_kv_gib : undefined, label: `the predict: kv-pool cell${r.name ? ` "${r.name}"` : ''}`, cellIndex: i };
+      best = {
+        pool_tokens: t,
+        available_kv_gib: typeof r.values.available_kv_gib === 'number' ? r.values.available_kv_gib : undefined,
+        label: `the predict: kv-pool cell${r.name ? ` "${r.name}"` : ''}`,
+        cellIndex: i,
+      };
   }
   return best;
 }
 
 export const auditKind: KindModule<Cell> = {
   key: 'audit',
-  summary: 'audit: PATH — read a vLLM server log (or a /metrics URL): KV pool, sampler, timeline, segments, prefix-cache and interference findings',
+  summary:
+    'audit: PATH — read a vLLM server log (or a /metrics URL): KV pool, sampler, timeline, segments, prefix-cache and interference findings',
   schema,
   analyze(cell, ctx: AnalyzeContext): Finding[] {
     const v = cell.audit.trim();
@@ -63,7 +74,11 @@ export const auditKind: KindModule<Cell> = {
       const host = new URL(v).hostname;
       const loopback = host === '127.0.0.1' || host === 'localhost' || host === '::1' || host === '[::1]';
       if (!loopback && ctx.notebook.services.confirmHost && !(await ctx.notebook.services.confirmHost(v)))
-        throw new CellError(`Not fetching ${v}: the host was not confirmed. Confirm it, or audit a saved log file instead`, ['audit'], 'audit-host-refused');
+        throw new CellError(
+          `Not fetching ${v}: the host was not confirmed. Confirm it, or audit a saved log file instead`,
+          ['audit'],
+          'audit-host-refused',
+        );
     }
     const r = resolveAuditInput(v, ctx.notebook.dir);
     if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
@@ -77,14 +92,22 @@ export const auditKind: KindModule<Cell> = {
         plot: cell.plot,
         signal: ctx.signal,
         predicted: predictedPool(ctx.notebook, ctx.cellIndex),
-        onProgress: (read, total) => ctx.progress({ message: `read ${Math.round(read / 1e6)} of ${Math.round(total / 1e6)} MB`, fraction: total ? read / total : undefined }),
+        onProgress: (read, total) =>
+          ctx.progress({
+            message: `read ${Math.round(read / 1e6)} of ${Math.round(total / 1e6)} MB`,
+            fraction: total ? read / total : undefined,
+          }),
       });
       return { values: res.values, outputs: res.outputs, findings: res.findings };
     } catch (e) {
       if (e instanceof CellError) throw e;
       const msg = (e as Error).message;
       if (/^https?:/i.test(v))
-        throw new CellError(`Cannot read ${v}: ${msg}. Is the server running? Write the /metrics URL of a running vLLM server, or a saved log path`, ['audit'], 'audit-fetch-failed');
+        throw new CellError(
+          `Cannot read ${v}: ${msg}. Is the server running? Write the /metrics URL of a running vLLM server, or a saved log path`,
+          ['audit'],
+          'audit-fetch-failed',
+        );
       throw new CellError(`Cannot read the log: ${msg}`, ['audit'], 'audit-read-failed');
     }
   },

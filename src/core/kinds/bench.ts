@@ -20,10 +20,7 @@ const slo = z
   })
   .strict();
 
-const onFailure = z.union([
-  z.literal('continue'),
-  z.object({ stop_above: quantity('ratio', { min: 0 }) }).strict(),
-]);
+const onFailure = z.union([z.literal('continue'), z.object({ stop_above: quantity('ratio', { min: 0 }) }).strict()]);
 
 const base = {
   input: quantity('tokens', { bare: 'tokens', positive: true }),
@@ -57,15 +54,34 @@ const base = {
 const sweepSchema = z
   .object({ bench: z.literal('sweep'), ...base })
   .strict()
-  .refine((c) => !!c.concurrency || !!c.rate, { message: 'Give "concurrency: [1, 2, 4, 8]" (closed loop) or "rate: [1, 2, 4] req/s" (open loop)', path: ['concurrency'] })
-  .refine((c) => !(c.rate && c.concurrency && c.concurrency.length > 1), { message: 'With "rate:", "concurrency:" is one cap on requests in flight, e.g. "concurrency: 64"', path: ['concurrency'] })
-  .refine((c) => !(c.requests && c.duration), { message: 'Give "requests:" or "duration:" per point, not both', path: ['duration'] });
+  .refine((c) => !!c.concurrency || !!c.rate, {
+    message: 'Give "concurrency: [1, 2, 4, 8]" (closed loop) or "rate: [1, 2, 4] req/s" (open loop)',
+    path: ['concurrency'],
+  })
+  .refine((c) => !(c.rate && c.concurrency && c.concurrency.length > 1), {
+    message: 'With "rate:", "concurrency:" is one cap on requests in flight, e.g. "concurrency: 64"',
+    path: ['concurrency'],
+  })
+  .refine((c) => !(c.requests && c.duration), {
+    message: 'Give "requests:" or "duration:" per point, not both',
+    path: ['duration'],
+  });
 
 const rateSchema = z
-  .object({ bench: z.literal('rate'), ...base, rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })) })
+  .object({
+    bench: z.literal('rate'),
+    ...base,
+    rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })),
+  })
   .strict()
-  .refine((c) => !(c.concurrency && c.concurrency.length > 1), { message: 'In "bench: rate", "concurrency:" is one cap on requests in flight, e.g. "concurrency: 64"', path: ['concurrency'] })
-  .refine((c) => !(c.requests && c.duration), { message: 'Give "requests:" or "duration:" per point, not both', path: ['duration'] });
+  .refine((c) => !(c.concurrency && c.concurrency.length > 1), {
+    message: 'In "bench: rate", "concurrency:" is one cap on requests in flight, e.g. "concurrency: 64"',
+    path: ['concurrency'],
+  })
+  .refine((c) => !(c.requests && c.duration), {
+    message: 'Give "requests:" or "duration:" per point, not both',
+    path: ['duration'],
+  });
 
 type Cell = z.output<typeof sweepSchema> | z.output<typeof rateSchema>;
 
@@ -74,13 +90,27 @@ function analyze(cell: Cell, ctx: AnalyzeContext): Finding[] {
   // The fixed-seed prefix-cache trap is the checks module's rule (fixed-seed-prefix-cache).
   if (cell.top_k <= 0 || cell.top_p >= 1)
     fs.push(
-      finding('warning', 'sampler-native-path', 'With top_k ≤ 0 or top_p = 1 vLLM skips its fused top-p/top-k sampler and takes the native path: the benchmark then measures a sampler real traffic does not use.', [cell.top_k <= 0 ? 'top_k' : 'top_p'], {
-        fix: 'keep top_p below 1 and top_k positive (defaults 0.95 and 50)',
-      }),
+      finding(
+        'warning',
+        'sampler-native-path',
+        'With top_k ≤ 0 or top_p = 1 vLLM skips its fused top-p/top-k sampler and takes the native path: the benchmark then measures a sampler real traffic does not use.',
+        [cell.top_k <= 0 ? 'top_k' : 'top_p'],
+        {
+          fix: 'keep top_p below 1 and top_k positive (defaults 0.95 and 50)',
+        },
+      ),
     );
   const maxLen = ctx.setup?.server?.max_model_len as { value: number } | undefined;
   if (maxLen && cell.input.value + cell.output.value > maxLen.value)
-    fs.push(finding('error', 'exceeds-max-model-len', `input + output = ${cell.input.value + cell.output.value} tokens exceeds the setup's max_model_len ${maxLen.value}: every request would be refused`, ['input'], { fix: 'shorten input or output, or raise max_model_len in the setup' }));
+    fs.push(
+      finding(
+        'error',
+        'exceeds-max-model-len',
+        `input + output = ${cell.input.value + cell.output.value} tokens exceeds the setup's max_model_len ${maxLen.value}: every request would be refused`,
+        ['input'],
+        { fix: 'shorten input or output, or raise max_model_len in the setup' },
+      ),
+    );
   return fs;
 }
 
@@ -92,11 +122,21 @@ function reportSpec(cell: Cell, seed: ReportSpec['seed'], requests: number | und
     requests,
     durationS: cell.duration?.value,
     seed,
-    slo: cell.slo ? { ttftMs: ms(cell.slo.ttft_p99?.value), tpotMs: ms(cell.slo.tpot_p99?.value), e2eMs: ms(cell.slo.e2e_p99?.value) } : undefined,
+    slo: cell.slo
+      ? {
+          ttftMs: ms(cell.slo.ttft_p99?.value),
+          tpotMs: ms(cell.slo.tpot_p99?.value),
+          e2eMs: ms(cell.slo.e2e_p99?.value),
+        }
+      : undefined,
     percentiles: cell.percentiles,
     stopAbove: stopAbove(cell),
     burstiness: cell.burstiness,
-    paths: { points: [open ? 'rate' : 'concurrency'], seed: ['seed'], onFailure: cell.on_failure ? ['on_failure'] : [] },
+    paths: {
+      points: [open ? 'rate' : 'concurrency'],
+      seed: ['seed'],
+      onFailure: cell.on_failure ? ['on_failure'] : [],
+    },
   };
 }
 
@@ -108,26 +148,46 @@ function stopAbove(cell: Cell): number | undefined {
 }
 
 async function run(cell: Cell, ctx: RunContext) {
-  const [{ runSweep }, { benchFindings, benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable }] = await Promise.all([import('../bench'), import('../bench/report')]);
+  const [
+    { runSweep },
+    { benchFindings, benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable },
+  ] = await Promise.all([import('../bench'), import('../bench/report')]);
   const setup = ctx.setup!;
   const services = ctx.notebook.services;
   let endpoint = setup.endpoint ?? 'sim';
   if (endpoint === 'sim') {
-    if (!services.simEndpoint) throw new CellError('This host cannot start the simulated endpoint: set "endpoint: http://host:8000" in the setup', ['bench'], 'no-sim');
+    if (!services.simEndpoint)
+      throw new CellError(
+        'This host cannot start the simulated endpoint: set "endpoint: http://host:8000" in the setup',
+        ['bench'],
+        'no-sim',
+      );
     try {
       endpoint = await services.simEndpoint(setup);
     } catch (e) {
-      throw new CellError(`The simulated endpoint did not start (${(e as Error).message}): set "endpoint: http://host:8000" in the setup to measure a real server`, ['bench'], 'sim-unavailable');
+      throw new CellError(
+        `The simulated endpoint did not start (${(e as Error).message}): set "endpoint: http://host:8000" in the setup to measure a real server`,
+        ['bench'],
+        'sim-unavailable',
+      );
     }
   } else if (services.confirmHost) {
     const ok = await services.confirmHost(endpoint);
-    if (!ok) throw new CellError(`Requests to ${endpoint} were not allowed: confirm the host, or change "endpoint:" in the setup`, ['bench'], 'host-refused');
+    if (!ok)
+      throw new CellError(
+        `Requests to ${endpoint} were not allowed: confirm the host, or change "endpoint:" in the setup`,
+        ['bench'],
+        'host-refused',
+      );
   }
   const apiKey = (await services.getApiKey?.(setup.endpoint ?? endpoint)) || undefined;
   const open = !!cell.rate;
   const concurrency = cell.concurrency ?? [];
   const requests = cell.duration ? undefined : (cell.requests?.value ?? Math.max(100, 4 * Math.max(1, ...concurrency)));
-  const seed: ReportSpec['seed'] = cell.seed === 'per-point' ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 } : { mode: 'fixed', value: cell.seed };
+  const seed: ReportSpec['seed'] =
+    cell.seed === 'per-point'
+      ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 }
+      : { mode: 'fixed', value: cell.seed };
   const spec = reportSpec(cell, seed, requests, open);
   const opts: SweepOptions = {
     endpoint,
@@ -164,14 +224,25 @@ async function run(cell: Cell, ctx: RunContext) {
   let chain: Promise<void> = Promise.resolve();
   const result = await runSweep(opts, {
     signal: ctx.signal,
-    onProgress: (p) => ctx.progress({ message: p.message, fraction: (p.point + (p.total ? p.done / p.total : 0)) / Math.max(1, nPoints) }),
+    onProgress: (p) =>
+      ctx.progress({
+        message: p.message,
+        fraction: (p.point + (p.total ? p.done / p.total : 0)) / Math.max(1, nPoints),
+      }),
     onPoint: (p) => {
       points.push(p);
       const snapshot = [...points];
       chain = chain.then(async () => {
         try {
-          const outs: CellOutput[] = [summaryTable({ points: snapshot }, spec, `${title} (${snapshot.length}/${nPoints} points)`), ...(await benchPlots({ points: snapshot }, spec, predicted, 'throughput'))];
-          ctx.progress({ outputs: outs, fraction: snapshot.length / nPoints, message: `${snapshot.length} of ${nPoints} points done` });
+          const outs: CellOutput[] = [
+            summaryTable({ points: snapshot }, spec, `${title} (${snapshot.length}/${nPoints} points)`),
+            ...(await benchPlots({ points: snapshot }, spec, predicted, 'throughput')),
+          ];
+          ctx.progress({
+            outputs: outs,
+            fraction: snapshot.length / nPoints,
+            message: `${snapshot.length} of ${nPoints} points done`,
+          });
         } catch {
           // a progress rendering failure must not cost the measurement
         }
@@ -179,7 +250,11 @@ async function run(cell: Cell, ctx: RunContext) {
     },
   });
   await chain;
-  const outputs: CellOutput[] = [summaryTable(result, spec, title), runFacts(result, spec), ...(await benchPlots(result, spec, predicted))];
+  const outputs: CellOutput[] = [
+    summaryTable(result, spec, title),
+    runFacts(result, spec),
+    ...(await benchPlots(result, spec, predicted)),
+  ];
   const rec = recordsOutput(result);
   if (rec) outputs.push(rec);
   return { values: benchValues(result, spec), outputs, findings: benchFindings(result, spec) };
@@ -188,7 +263,8 @@ async function run(cell: Cell, ctx: RunContext) {
 export const benchSweepKind: KindModule<Cell> = {
   key: 'bench',
   variant: 'sweep',
-  summary: 'bench: sweep — concurrency (or rate) sweep against the endpoint: TTFT/TPOT/ITL/E2E, throughput, goodput, /metrics evidence',
+  summary:
+    'bench: sweep — concurrency (or rate) sweep against the endpoint: TTFT/TPOT/ITL/E2E, throughput, goodput, /metrics evidence',
   schema: sweepSchema as unknown as z.ZodType<Cell>,
   needsSetup: true,
   analyze,
@@ -198,7 +274,8 @@ export const benchSweepKind: KindModule<Cell> = {
 export const benchRateKind: KindModule<Cell> = {
   key: 'bench',
   variant: 'rate',
-  summary: 'bench: rate — open-loop request-rate run (Poisson or gamma arrivals); latencies from the scheduled send time',
+  summary:
+    'bench: rate — open-loop request-rate run (Poisson or gamma arrivals); latencies from the scheduled send time',
   schema: rateSchema as unknown as z.ZodType<Cell>,
   needsSetup: true,
   analyze,

@@ -84,7 +84,8 @@ const SUFFIXES: [string, DimName, string, number][] = [
 
 /** A value named `key` holding `n`: its unit from the name's suffix (ttft_ms → 23 ms). */
 function valFromKey(key: string, n: number): Val {
-  for (const [suf, dim, unit, f] of SUFFIXES) if (key.endsWith(suf) || key === suf.slice(1)) return { base: n * f, dim, unit };
+  for (const [suf, dim, unit, f] of SUFFIXES)
+    if (key.endsWith(suf) || key === suf.slice(1)) return { base: n * f, dim, unit };
   return { base: n };
 }
 
@@ -117,7 +118,9 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
   const name = names.find((n) => text === n || text.startsWith(`${n}.`) || text.startsWith(`${n}[`));
   if (name === undefined) {
     const head = text.split(/[.[]/)[0];
-    throw new Error(`"${text}" is neither a quantity (e.g. "23 ms") nor a reference to a named cell above: no cell named "${head}"${names.length ? `; named cells: ${names.join(', ')}` : ''}`);
+    throw new Error(
+      `"${text}" is neither a quantity (e.g. "23 ms") nor a reference to a named cell above: no cell named "${head}"${names.length ? `; named cells: ${names.join(', ')}` : ''}`,
+    );
   }
   const result = nb.named.get(name)!;
   const cellIndex = [...nb.results].find(([, r]) => r === result)?.[0];
@@ -130,8 +133,20 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
     segs.push(m[1] ?? (m[2] === '*' ? '*' : Number(m[2])));
     pos = re.lastIndex;
   }
-  if (pos !== rest.length) throw new Error(`cannot read "${rest.slice(pos)}" in "${text}": write CELL.key, CELL.list[0].key or CELL.list[*].key`);
-  const where = (i: number) => `${name}${rest.slice(0, segs.slice(0, i).reduce<number>((acc, s) => acc + (typeof s === 'string' && s !== '*' ? s.length + 1 : String(s).length + 2), 0))}`;
+  if (pos !== rest.length)
+    throw new Error(
+      `cannot read "${rest.slice(pos)}" in "${text}": write CELL.key, CELL.list[0].key or CELL.list[*].key`,
+    );
+  const where = (i: number) =>
+    `${name}${rest.slice(
+      0,
+      segs
+        .slice(0, i)
+        .reduce<number>(
+          (acc, s) => acc + (typeof s === 'string' && s !== '*' ? s.length + 1 : String(s).length + 2),
+          0,
+        ),
+    )}`;
   const step = (cur: unknown, seg: string | number, i: number, last: boolean): { v: unknown; key?: string } => {
     if (typeof seg === 'number') {
       if (!Array.isArray(cur)) throw new Error(`${where(i)} is not a list`);
@@ -163,7 +178,10 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
       });
       const xName = xKey ?? X_KEYS.find((k) => typeof item[k] === 'number');
       const x = xName ? item[xName] : undefined;
-      if (typeof v !== 'number' || typeof x !== 'number') throw new Error(`${text}: every element needs a number here and an x (${xKey ?? X_KEYS.join(' / ')}); give "x:" on the row`);
+      if (typeof v !== 'number' || typeof x !== 'number')
+        throw new Error(
+          `${text}: every element needs a number here and an x (${xKey ?? X_KEYS.join(' / ')}); give "x:" on the row`,
+        );
       return { x, val: valFromKey(key, v), item };
     });
     return { list, key, xName: xKey ?? X_KEYS.find((k) => list.length && typeof list[0].item[k] === 'number') };
@@ -177,7 +195,10 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
     cur = r.v;
     if (r.key) key = r.key;
   });
-  if (typeof cur !== 'number') throw new Error(`${text} is ${Array.isArray(cur) ? 'a list: pick one element ([0]) or all of them ([*])' : isObj(cur) ? `an object; pick a key: ${Object.keys(cur).join(', ')}` : 'not a number'}`);
+  if (typeof cur !== 'number')
+    throw new Error(
+      `${text} is ${Array.isArray(cur) ? 'a list: pick one element ([0]) or all of them ([*])' : isObj(cur) ? `an object; pick a key: ${Object.keys(cur).join(', ')}` : 'not a number'}`,
+    );
   return { scalar: { val: valFromKey(key, cur), key, parent, cell: result, cellIndex } };
 }
 
@@ -186,7 +207,8 @@ function resolveSide(v: Row['predicted'], nb: NotebookContext, xKey?: string): R
     const list = Object.entries(v).map(([k, s]) => {
       const x = Number(k);
       const val = literal(s as string | number);
-      if (!Number.isFinite(x)) throw new Error(`"${k}" is not a number: a curve is written {x: value}, e.g. {1: 88.4 tok/s, 64: 2,530 tok/s}`);
+      if (!Number.isFinite(x))
+        throw new Error(`"${k}" is not a number: a curve is written {x: value}, e.g. {1: 88.4 tok/s, 64: 2,530 tok/s}`);
       if (!val) throw new Error(`"${s}" is not a quantity, e.g. 88.4 tok/s`);
       return { x, val, item: {} };
     });
@@ -199,10 +221,25 @@ function resolveSide(v: Row['predicted'], nb: NotebookContext, xKey?: string): R
 
 /** Record keys the checks know, and the dimension each holds. */
 const CHECK_KEYS: Record<string, DimName> = {
-  ttft: 'time', ttft_p50: 'time', ttft_p90: 'time', ttft_p99: 'time',
-  tpot: 'time', tpot_p50: 'time', tpot_p99: 'time', itl: 'time', e2e: 'time', step: 'time', rtt: 'time',
-  per_user: 'token_rate', throughput: 'token_rate', output_throughput: 'token_rate', total_throughput: 'token_rate',
-  request_throughput: 'request_rate', kv_pool: 'tokens', available_kv: 'bytes', capacity: 'request_rate',
+  ttft: 'time',
+  ttft_p50: 'time',
+  ttft_p90: 'time',
+  ttft_p99: 'time',
+  tpot: 'time',
+  tpot_p50: 'time',
+  tpot_p99: 'time',
+  itl: 'time',
+  e2e: 'time',
+  step: 'time',
+  rtt: 'time',
+  per_user: 'token_rate',
+  throughput: 'token_rate',
+  output_throughput: 'token_rate',
+  total_throughput: 'token_rate',
+  request_throughput: 'request_rate',
+  kv_pool: 'tokens',
+  available_kv: 'bytes',
+  capacity: 'request_rate',
 };
 
 /** Which record key a row's measured number stands for: from its value name, else from the row's words. */
@@ -238,9 +275,16 @@ function toQuantity(v: Val): Quantity {
 }
 
 /** Context the checks need besides the number: prompt and output tokens, batch, concurrency. */
-function contextOf(row: Row, parent: Record<string, unknown> | undefined, fallback: Record<string, unknown> | undefined, xName?: string, x?: number): Record<string, unknown> {
+function contextOf(
+  row: Row,
+  parent: Record<string, unknown> | undefined,
+  fallback: Record<string, unknown> | undefined,
+  xName?: string,
+  x?: number,
+): Record<string, unknown> {
   const ctx: Record<string, unknown> = {};
-  const tok = (n: number | undefined) => (n === undefined ? undefined : { value: n, dims: DIMS.tokens, unit: 'tokens' });
+  const tok = (n: number | undefined) =>
+    n === undefined ? undefined : { value: n, dims: DIMS.tokens, unit: 'tokens' };
   for (const src of [fallback, parent]) {
     if (!isObj(src)) continue;
     const prompt = pickNum(src, ['prompt_tokens', 'input_tokens', 'input', 'prompt']);
@@ -260,7 +304,16 @@ function contextOf(row: Row, parent: Record<string, unknown> | undefined, fallba
 }
 
 /** Physics findings on one measured number, re-pathed onto the row. */
-function checkMeasured(key: string | undefined, val: Val, context: Record<string, unknown>, at: CellPath, nb: NotebookContext, setup: Setup | undefined, cellIndex: number, label: string): Finding[] {
+function checkMeasured(
+  key: string | undefined,
+  val: Val,
+  context: Record<string, unknown>,
+  at: CellPath,
+  nb: NotebookContext,
+  setup: Setup | undefined,
+  cellIndex: number,
+  label: string,
+): Finding[] {
   if (!key || !setup) return [];
   const cell = { record: 'compare', ...context, [key]: toQuantity(val) };
   return runChecks({ kind: 'record', cell, setup, notebook: nb, cellIndex })
@@ -281,7 +334,19 @@ function fmtVal(v: Val): string {
     case 'ratio':
       return `${short(v.base * 100)}%`;
     default: {
-      const unit = v.unit || (({ token_rate: 'tok/s', request_rate: 'req/s', bandwidth: 'GB/s', compute: 'TFLOP/s', flops: 'TFLOP', requests: 'requests' }) as Partial<Record<DimName, string>>)[v.dim] || '';
+      const unit =
+        v.unit ||
+        (
+          {
+            token_rate: 'tok/s',
+            request_rate: 'req/s',
+            bandwidth: 'GB/s',
+            compute: 'TFLOP/s',
+            flops: 'TFLOP',
+            requests: 'requests',
+          } as Partial<Record<DimName, string>>
+        )[v.dim] ||
+        '';
       return `${short(v.base / unitFactor({ ...v, unit }))} ${unit}`.trim();
     }
   }
@@ -322,7 +387,13 @@ export interface CompareRow {
 interface Evaluated {
   rows: CompareRow[];
   findings: Finding[];
-  curves: { row: number; quantity: string; xName: string; unit: string; points: { x: number; series: 'predicted' | 'measured'; y: number }[] }[];
+  curves: {
+    row: number;
+    quantity: string;
+    xName: string;
+    unit: string;
+    points: { x: number; series: 'predicted' | 'measured'; y: number }[];
+  }[];
 }
 
 function unitLabel(v: Val): string {
@@ -332,7 +403,13 @@ function unitLabel(v: Val): string {
 }
 
 /** Evaluate every row; `strict` throws on unresolved references (run), else skips them (analysis). */
-function evaluate(cell: Cell, nb: NotebookContext, setup: Setup | undefined, cellIndex: number, strict: boolean): Evaluated {
+function evaluate(
+  cell: Cell,
+  nb: NotebookContext,
+  setup: Setup | undefined,
+  cellIndex: number,
+  strict: boolean,
+): Evaluated {
   const tolAll = cell.tolerance?.value ?? DEFAULT_TOLERANCE;
   const out: Evaluated = { rows: [], findings: [], curves: [] };
   // A record referenced anywhere in the cell lends its context (prompt, batch …) to literal rows.
@@ -341,14 +418,18 @@ function evaluate(cell: Cell, nb: NotebookContext, setup: Setup | undefined, cel
     const xk = Array.isArray(row.x) ? row.x[side === 'predicted' ? 0 : 1] : row.x;
     try {
       const r = resolveSide(v, nb, xk);
-      if (r.scalar?.cell?.kind === 'record' && r.scalar.parent) recordCtx.set(r.scalar.cell.name ?? '', r.scalar.parent);
+      if (r.scalar?.cell?.kind === 'record' && r.scalar.parent)
+        recordCtx.set(r.scalar.cell.name ?? '', r.scalar.parent);
       return r;
     } catch (e) {
-      if (strict) throw new CellError(`rows[${i}].${side}: ${(e as Error).message}`, ['rows', i, side], 'compare-reference');
+      if (strict)
+        throw new CellError(`rows[${i}].${side}: ${(e as Error).message}`, ['rows', i, side], 'compare-reference');
       return undefined;
     }
   };
-  const resolved = cell.rows.map((row, i) => [lookup(row.predicted, row, 'predicted', i), lookup(row.measured, row, 'measured', i)] as const);
+  const resolved = cell.rows.map(
+    (row, i) => [lookup(row.predicted, row, 'predicted', i), lookup(row.measured, row, 'measured', i)] as const,
+  );
   const shared = recordCtx.size === 1 ? [...recordCtx.values()][0] : undefined;
   cell.rows.forEach((row, i) => {
     const [p, m] = resolved[i];
@@ -376,14 +457,30 @@ function evaluate(cell: Cell, nb: NotebookContext, setup: Setup | undefined, cel
       const ctx = contextOf(row, m.scalar.parent, shared);
       const fs = checkMeasured(key, mvv, ctx, at, nb, setup, cellIndex, `${row.quantity} (measured)`);
       out.findings.push(...fs);
-      const fromCell = m.scalar.cell?.findings.filter((f) => f.path[0] === stripSuffix(m.scalar!.key) || f.path[0] === m.scalar!.key) ?? [];
-      out.rows.push({ quantity: row.quantity, predicted: fmtVal(pvv), measured: fmtVal(mvv), ...verdictOf(pvv, mvv), cause: tags([...fs, ...fromCell]), tolerance: tol });
+      const fromCell =
+        m.scalar.cell?.findings.filter(
+          (f) => f.path[0] === stripSuffix(m.scalar!.key) || f.path[0] === m.scalar!.key,
+        ) ?? [];
+      out.rows.push({
+        quantity: row.quantity,
+        predicted: fmtVal(pvv),
+        measured: fmtVal(mvv),
+        ...verdictOf(pvv, mvv),
+        cause: tags([...fs, ...fromCell]),
+        tolerance: tol,
+      });
       return;
     }
     if (p.list && m.list) {
       const xName = (Array.isArray(row.x) ? row.x[0] : row.x) ?? p.xName ?? m.xName ?? 'x';
       const like = p.list[0]?.val ?? m.list[0]?.val;
-      const curve = { row: i, quantity: row.quantity, xName, unit: like ? unitLabel(like) : '', points: [] as Evaluated['curves'][number]['points'] };
+      const curve = {
+        row: i,
+        quantity: row.quantity,
+        xName,
+        unit: like ? unitLabel(like) : '',
+        points: [] as Evaluated['curves'][number]['points'],
+      };
       for (const pt of p.list) curve.points.push({ x: pt.x, series: 'predicted', y: inUnitOf(pt.val, like!) });
       for (const pt of m.list) curve.points.push({ x: pt.x, series: 'measured', y: inUnitOf(pt.val, like!) });
       out.curves.push(curve);
@@ -392,13 +489,34 @@ function evaluate(cell: Cell, nb: NotebookContext, setup: Setup | undefined, cel
         if (!pp) continue;
         const mv = adopt(mp.val, pp.val);
         const key = checkKeyFor(row.quantity, m.key, mv);
-        const fs = checkMeasured(key, mv, contextOf(row, mp.item, shared, xName, mp.x), at, nb, setup, cellIndex, `${row.quantity} at ${xName} ${mp.x} (measured)`);
+        const fs = checkMeasured(
+          key,
+          mv,
+          contextOf(row, mp.item, shared, xName, mp.x),
+          at,
+          nb,
+          setup,
+          cellIndex,
+          `${row.quantity} at ${xName} ${mp.x} (measured)`,
+        );
         out.findings.push(...fs);
-        out.rows.push({ quantity: `${row.quantity} @ ${xName} ${mp.x}`, predicted: fmtVal(pp.val), measured: fmtVal(mv), ...verdictOf(pp.val, mv), cause: tags(fs), tolerance: tol, x: mp.x });
+        out.rows.push({
+          quantity: `${row.quantity} @ ${xName} ${mp.x}`,
+          predicted: fmtVal(pp.val),
+          measured: fmtVal(mv),
+          ...verdictOf(pp.val, mv),
+          cause: tags(fs),
+          tolerance: tol,
+          x: mp.x,
+        });
       }
       if (!m.list.some((mp) => p.list!.some((q) => q.x === mp.x))) {
         const msg = `rows[${i}]: no ${xName} value is on both sides (predicted: ${p.list.map((q) => q.x).join(', ')}; measured: ${m.list.map((q) => q.x).join(', ')})`;
-        out.findings.push(finding('warning', 'compare-no-overlap', msg, ['rows', i], { fix: 'predict at the batch sizes or concurrencies you measured' }));
+        out.findings.push(
+          finding('warning', 'compare-no-overlap', msg, ['rows', i], {
+            fix: 'predict at the batch sizes or concurrencies you measured',
+          }),
+        );
       }
       return;
     }
@@ -429,13 +547,26 @@ async function plots(ev: Evaluated, tol: number): Promise<CellOutput[]> {
           x: { field: 'x', type: 'quantitative', title: c.xName, ...(logX ? { scale: { type: 'log', base: 2 } } : {}) },
           y: { field: 'y', type: 'quantitative', title: `${c.quantity}${c.unit ? ` (${c.unit})` : ''}` },
           color: { field: 'series', type: 'nominal', title: null, scale: { domain: ['predicted', 'measured'] } },
-          strokeDash: { field: 'series', type: 'nominal', legend: null, scale: { domain: ['predicted', 'measured'], range: [[4, 4], [1, 0]] } },
+          strokeDash: {
+            field: 'series',
+            type: 'nominal',
+            legend: null,
+            scale: {
+              domain: ['predicted', 'measured'],
+              range: [
+                [4, 4],
+                [1, 0],
+              ],
+            },
+          },
           tooltip: [{ field: 'series' }, { field: 'x', title: c.xName }, { field: 'y', format: ',.4~g' }],
         },
       }),
     );
   }
-  const scalar = ev.rows.filter((r) => r.x === undefined && r.ratio !== undefined && Number.isFinite(r.ratio) && r.ratio > 0);
+  const scalar = ev.rows.filter(
+    (r) => r.x === undefined && r.ratio !== undefined && Number.isFinite(r.ratio) && r.ratio > 0,
+  );
   if (!ev.curves.length && scalar.length) {
     out.push(
       await plotOutput({
@@ -443,15 +574,34 @@ async function plots(ev: Evaluated, tol: number): Promise<CellOutput[]> {
         width: 420,
         height: Math.max(80, 28 * scalar.length),
         layer: [
-          { data: { values: [{ lo: 1 - tol, hi: 1 + tol }] }, mark: { type: 'rect', opacity: 0.15, color: 'green' }, encoding: { x: { field: 'lo', type: 'quantitative' }, x2: { field: 'hi' } } },
-          { data: { values: [{ one: 1 }] }, mark: { type: 'rule', strokeDash: [4, 4] }, encoding: { x: { field: 'one', type: 'quantitative' } } },
           {
-            data: { values: scalar.map((r) => ({ quantity: r.quantity, ratio: r.ratio, verdict: r.ok ? 'within' : 'outside' })) },
+            data: { values: [{ lo: 1 - tol, hi: 1 + tol }] },
+            mark: { type: 'rect', opacity: 0.15, color: 'green' },
+            encoding: { x: { field: 'lo', type: 'quantitative' }, x2: { field: 'hi' } },
+          },
+          {
+            data: { values: [{ one: 1 }] },
+            mark: { type: 'rule', strokeDash: [4, 4] },
+            encoding: { x: { field: 'one', type: 'quantitative' } },
+          },
+          {
+            data: {
+              values: scalar.map((r) => ({
+                quantity: r.quantity,
+                ratio: r.ratio,
+                verdict: r.ok ? 'within' : 'outside',
+              })),
+            },
             mark: { type: 'point', filled: true, size: 80 },
             encoding: {
               x: { field: 'ratio', type: 'quantitative', scale: { type: 'log' }, title: 'measured / predicted' },
               y: { field: 'quantity', type: 'nominal', title: null, sort: null },
-              color: { field: 'verdict', type: 'nominal', scale: { domain: ['within', 'outside'], range: ['#2a9d3f', '#d1372c'] }, title: null },
+              color: {
+                field: 'verdict',
+                type: 'nominal',
+                scale: { domain: ['within', 'outside'], range: ['#2a9d3f', '#d1372c'] },
+                title: null,
+              },
               tooltip: [{ field: 'quantity' }, { field: 'ratio', format: '.3f' }],
             },
           },
@@ -464,7 +614,8 @@ async function plots(ev: Evaluated, tol: number): Promise<CellOutput[]> {
 
 export const compareKind: KindModule<Cell> = {
   key: 'compare',
-  summary: 'compare: NAME — predicted against measured (literal quantities or CELL.path references): ratio, ✅/❌ within a tolerance, likely cause',
+  summary:
+    'compare: NAME — predicted against measured (literal quantities or CELL.path references): ratio, ✅/❌ within a tolerance, likely cause',
   schema,
   analyze(cell, ctx: AnalyzeContext) {
     return evaluate(cell, ctx.notebook, ctx.setup, ctx.cellIndex, false).findings;
@@ -480,15 +631,25 @@ export const compareKind: KindModule<Cell> = {
         { key: 'quantity', label: 'quantity', align: 'left' },
         { key: 'predicted', label: 'predicted', align: 'right' },
         { key: 'measured', label: 'measured', align: 'right' },
-        { key: 'ratio', label: 'ratio', fmt: (v) => (typeof v === 'number' && Number.isFinite(v) ? `${short(v)}×` : '—'), align: 'right' },
+        {
+          key: 'ratio',
+          label: 'ratio',
+          fmt: (v) => (typeof v === 'number' && Number.isFinite(v) ? `${short(v)}×` : '—'),
+          align: 'right',
+        },
         { key: 'verdict', label: 'verdict', align: 'left' },
         { key: 'cause', label: 'cause', align: 'left' },
       ],
       ev.rows,
-      `ratio = measured / predicted; ✅ within ±${short(tol * 100)}%${ev.rows.some((r) => r.tolerance !== tol) ? ' (or the row\'s own tolerance)' : ''}; cause from the physics checks on the measured number`,
+      `ratio = measured / predicted; ✅ within ±${short(tol * 100)}%${ev.rows.some((r) => r.tolerance !== tol) ? " (or the row's own tolerance)" : ''}; cause from the physics checks on the measured number`,
     );
     return {
-      values: { tolerance: tol, passed: pass, failed: fail, rows: ev.rows.map(({ tolerance, ...r }) => ({ ...r, tolerance })) },
+      values: {
+        tolerance: tol,
+        passed: pass,
+        failed: fail,
+        rows: ev.rows.map(({ tolerance, ...r }) => ({ ...r, tolerance })),
+      },
       outputs: [table, ...(await plots(ev, tol))],
       findings: ev.findings,
     };

@@ -11,4 +11,16 @@ import { rooflineKind } from './predictRoofline';
 import { servingKind } from './predictServing';
 import { setupKind } from './setup';
 
-export const KINDS: KindModule[] = [setupKind, decodeRooflineKind, floorsKind, kvPoolKind, rooflineKind, recordKind, compareKind, servingKind, auditKind, benchSweepKind, benchRateKind];
+export const KINDS: KindModule[] = [
+  setupKind,
+  decodeRooflineKind,
+  floorsKind,
+  kvPoolKind,
+  rooflineKind,
+  recordKind,
+  compareKind,
+  servingKind,
+  auditKind,
+  benchSweepKind,
+  benchRateKind,
+];

@@ -46,7 +46,15 @@ export const decodeRooflineKind: KindModule<Cell> = {
   needsSetup: true,
   analyze(cell, ctx) {
     if (cell.moe_weights && ctx.setup && !ctx.setup.model.moe) {
-      return [finding('info', 'moe-weights-dense', `${ctx.setup.model.name} is dense: moe_weights has no effect (every step reads all the weights)`, ['moe_weights'], { fix: 'remove "moe_weights"' })];
+      return [
+        finding(
+          'info',
+          'moe-weights-dense',
+          `${ctx.setup.model.name} is dense: moe_weights has no effect (every step reads all the weights)`,
+          ['moe_weights'],
+          { fix: 'remove "moe_weights"' },
+        ),
+      ];
     }
     return [];
   },
@@ -112,7 +120,12 @@ export const decodeRooflineKind: KindModule<Cell> = {
           data: { values: data },
           mark: { type: 'line', point: true },
           encoding: {
-            x: { field: 'batch', type: 'quantitative', scale: { type: 'log', base: 2 }, title: 'batch (concurrent sequences)' },
+            x: {
+              field: 'batch',
+              type: 'quantitative',
+              scale: { type: 'log', base: 2 },
+              title: 'batch (concurrent sequences)',
+            },
             y: { field: 'tok_s', type: 'quantitative', scale: { type: 'log' }, title: 'tokens/s' },
             color: { field: 'series', type: 'nominal', title: null },
             tooltip: [{ field: 'batch' }, { field: 'series' }, { field: 'tok_s', format: ',.1f' }],
@@ -123,7 +136,12 @@ export const decodeRooflineKind: KindModule<Cell> = {
           mark: { type: 'rule', strokeDash: [4, 4] },
           encoding: {
             y: { field: 'y', type: 'quantitative' },
-            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs', legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420 } },
+            strokeDash: {
+              field: 'roof',
+              type: 'nominal',
+              title: 'roofs',
+              legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420 },
+            },
             tooltip: [{ field: 'roof' }],
           },
         },
@@ -132,7 +150,15 @@ export const decodeRooflineKind: KindModule<Cell> = {
     const { rows, ...scalars } = r;
     return {
       values: { ...scalars, context_mode: live ? 'live' : 'fixed', rows },
-      outputs: [table, factsOutput('Roofs', facts, moe ? `MoE assumption: ${r.moe_weights} (set "moe_weights: active | total | expected")` : undefined), plot],
+      outputs: [
+        table,
+        factsOutput(
+          'Roofs',
+          facts,
+          moe ? `MoE assumption: ${r.moe_weights} (set "moe_weights: active | total | expected")` : undefined,
+        ),
+        plot,
+      ],
     };
   },
 };

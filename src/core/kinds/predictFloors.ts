@@ -6,7 +6,15 @@ import { z } from 'zod';
 import { factsOutput } from '../engine/outputs';
 import { quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
-import { computePeakInfo, kvBytesPerToken, prefillFloorSimple, prefillFloorStrict, ridgePoint, weightsBytes, weightsReadPerStep } from '../physics';
+import {
+  computePeakInfo,
+  kvBytesPerToken,
+  prefillFloorSimple,
+  prefillFloorStrict,
+  ridgePoint,
+  weightsBytes,
+  weightsReadPerStep,
+} from '../physics';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords, setupLabel } from './predictShared';
 
@@ -18,12 +26,16 @@ const schema = z
     input: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
   })
   .strict()
-  .refine((c) => !(c.prompt && c.input), { message: 'Give "prompt:" or "input:", not both (they are the same key)', path: ['input'] });
+  .refine((c) => !(c.prompt && c.input), {
+    message: 'Give "prompt:" or "input:", not both (they are the same key)',
+    path: ['input'],
+  });
 
 type Cell = z.output<typeof schema>;
 
 export const SIMPLE_FORMULA = '2 · params · N / peak';
-export const STRICT_FORMULA = '(2 · non-embedding params · N + 2 · vocab · hidden + 4 · layers · heads · head_dim · N(N+1)/2) / peak';
+export const STRICT_FORMULA =
+  '(2 · non-embedding params · N + 2 · vocab · hidden + 4 · layers · heads · head_dim · N(N+1)/2) / peak';
 
 export const floorsKind: KindModule<Cell> = {
   key: 'predict',
@@ -62,9 +74,15 @@ export const floorsKind: KindModule<Cell> = {
     };
     const facts: [string, string][] = [
       [`prefill floor, simple: ${SIMPLE_FORMULA}`, `${fmtNum(values.prefill_floor_ms, 1)} ms`],
-      ['prefill floor, stricter count: no embedding gather, lm_head on the last token, + causal attention', `${fmtNum(values.prefill_floor_strict_ms, 1)} ms`],
+      [
+        'prefill floor, stricter count: no embedding gather, lm_head on the last token, + causal attention',
+        `${fmtNum(values.prefill_floor_strict_ms, 1)} ms`,
+      ],
       ['  of which causal attention', `${fmtNum((strict.attention_flops / peak.peak) * 1e3, 2)} ms`],
-      ['prefill weight read (W / BW; prefill is compute-bound above it)', `${fmtNum(values.prefill_weight_read_ms, 2)} ms`],
+      [
+        'prefill weight read (W / BW; prefill is compute-bound above it)',
+        `${fmtNum(values.prefill_weight_read_ms, 2)} ms`,
+      ],
       ['decode step floor = W / BW', `${fmtNum(values.decode_step_floor_ms, 2)} ms`],
       ['per-user decode ceiling = BW / W', `${fmtNum(values.ceiling_tok_s, 1)} tok/s`],
       ['ridge point = peak / BW', `${fmtNum(ridge, 0)} FLOP/byte`],

@@ -7,7 +7,14 @@ import { factsOutput } from '../engine/outputs';
 import { quantity } from '../engine/schema';
 import type { AnalyzeContext, KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
-import { BLOCK_SIZE, DEFAULT_ACTIVATION_PEAK_BYTES, DEFAULT_NON_TORCH_BYTES, kvPool, type KvPool, type KvPoolOptions } from '../physics/kvPool';
+import {
+  BLOCK_SIZE,
+  DEFAULT_ACTIVATION_PEAK_BYTES,
+  DEFAULT_NON_TORCH_BYTES,
+  kvPool,
+  type KvPool,
+  type KvPoolOptions,
+} from '../physics/kvPool';
 import { plotOutput } from '../plots/render';
 import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GiB } from '../units';
 import { fraction, serverNumber, setupLabel } from './predictShared';
@@ -52,7 +59,10 @@ function gbSlip(cell: Cell, ctx: AnalyzeContext): Finding[] {
   const inline = s.cellIndex === undefined;
   let actNote = '';
   if (cell.activation_peak && cell.activation_peak.value > 4 * DEFAULT_ACTIVATION_PEAK_BYTES) {
-    const both = kvPool({ ...s, gpu: { ...s.gpu, memory: n * GiB } }, { ...opts, activationPeakBytes: undefined, nonTorchBytes: opts.nonTorchBytes });
+    const both = kvPool(
+      { ...s, gpu: { ...s.gpu, memory: n * GiB } },
+      { ...opts, activationPeakBytes: undefined, nonTorchBytes: opts.nonTorchBytes },
+    );
     const total = 1 - asWritten.pool_tokens / Math.max(1, both.pool_tokens);
     actNote = ` The activation_peak of ${fmtBytes(cell.activation_peak.value)} is also far above the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB', 2)} that activations and non-torch memory took together in a real Qwen3-8B run; with ${n} GiB and the default it is ${fmtNum(both.pool_tokens, 0)} tokens, so the two slips together cost ${fmtNum(total * 100, 1)}%.`;
   }
@@ -63,10 +73,19 @@ function gbSlip(cell: Cell, ctx: AnalyzeContext): Finding[] {
       `The card memory is ${n} GB = ${fmtIn(n * 1e9, 'GiB')}, but an "${n}GB" card holds ${n} GiB = ${fmtIn(n * GiB, 'GB')}: the pool comes out at ${fmtNum(asWritten.pool_tokens, 0)} tokens instead of ${fmtNum(asCard.pool_tokens, 0)} (${fmtNum(cut * 100, 1)}% under), because gpu_memory_utilization × ${fmtIn(n * GiB - n * 1e9, 'GiB')} goes missing and all of it comes out of the KV cache.${actNote}`,
       inline ? ['gpu', 'memory'] : ['predict'],
       {
-        cause: 'GB is 10^9 bytes and GiB is 2^30; vendors print GB where the card holds GiB. This slip cost a real KV-pool prediction 10.5%.',
+        cause:
+          'GB is 10^9 bytes and GiB is 2^30; vendors print GB where the card holds GiB. This slip cost a real KV-pool prediction 10.5%.',
         fix: `write "memory: ${n} GiB" (or use the catalog id)`,
-        ...(inline ? { quickFix: { title: `Use ${n} GiB`, edit: { path: ['gpu', 'memory'], value: `${n} GiB` } } } : {}),
-        ...(!inline ? { related: [{ message: `card memory set in setup "${s.name}"`, cellIndex: s.cellIndex, path: ['gpu', 'memory'] }] } : {}),
+        ...(inline
+          ? { quickFix: { title: `Use ${n} GiB`, edit: { path: ['gpu', 'memory'], value: `${n} GiB` } } }
+          : {}),
+        ...(!inline
+          ? {
+              related: [
+                { message: `card memory set in setup "${s.name}"`, cellIndex: s.cellIndex, path: ['gpu', 'memory'] },
+              ],
+            }
+          : {}),
       },
     ),
   ];
@@ -81,26 +100,48 @@ export const kvPoolKind: KindModule<Cell> = {
   analyze(cell, ctx) {
     const out = gbSlip(cell, ctx);
     const s = ctx.setup;
-    if (!out.length && cell.activation_peak && cell.activation_peak.value > 4 * (DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES)) {
+    if (
+      !out.length &&
+      cell.activation_peak &&
+      cell.activation_peak.value > 4 * (DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES)
+    ) {
       out.push(
-        finding('info', 'kv-pool-activation-guess', `activation_peak ${fmtBytes(cell.activation_peak.value)} is ${fmtNum(cell.activation_peak.value / (DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES), 1)}× the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB', 2)} that activations and non-torch memory took together in a real Qwen3-8B run on an A100`, ['activation_peak'], {
-          fix: 'use the value vLLM measured (budget − weights − "Available KV cache memory"), or give available_kv from the log',
-        }),
+        finding(
+          'info',
+          'kv-pool-activation-guess',
+          `activation_peak ${fmtBytes(cell.activation_peak.value)} is ${fmtNum(cell.activation_peak.value / (DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES), 1)}× the ≈${fmtIn(DEFAULT_ACTIVATION_PEAK_BYTES + DEFAULT_NON_TORCH_BYTES, 'GiB', 2)} that activations and non-torch memory took together in a real Qwen3-8B run on an A100`,
+          ['activation_peak'],
+          {
+            fix: 'use the value vLLM measured (budget − weights − "Available KV cache memory"), or give available_kv from the log',
+          },
+        ),
       );
     }
     if (s) {
       const p = kvPool(s, options(cell, s));
       if (p.pool_tokens <= 0) {
         out.push(
-          finding('error', 'kv-pool-empty', `Nothing is left for the KV cache: ${fmtBytes(p.budget_bytes)} budget − ${fmtBytes(p.weights_bytes)} weights − ${fmtBytes(p.activation_peak_bytes + p.non_torch_bytes)} overhead = ${fmtBytes(p.available_kv_bytes)}`, ['predict'], {
-            fix: 'raise gpu_memory_utilization, quantize the weights (weights: fp8), or use a card with more memory',
-          }),
+          finding(
+            'error',
+            'kv-pool-empty',
+            `Nothing is left for the KV cache: ${fmtBytes(p.budget_bytes)} budget − ${fmtBytes(p.weights_bytes)} weights − ${fmtBytes(p.activation_peak_bytes + p.non_torch_bytes)} overhead = ${fmtBytes(p.available_kv_bytes)}`,
+            ['predict'],
+            {
+              fix: 'raise gpu_memory_utilization, quantize the weights (weights: fp8), or use a card with more memory',
+            },
+          ),
         );
       } else if (p.max_concurrency < 1) {
         out.push(
-          finding('warning', 'kv-pool-below-max-model-len', `The pool holds ${fmtNum(p.pool_tokens, 0)} tokens, less than one request of max_model_len ${fmtNum(p.max_model_len, 0)}: vLLM refuses to start`, cell.max_model_len ? ['max_model_len'] : ['predict'], {
-            fix: `set max_model_len to at most ${fmtNum(p.pool_tokens, 0)}`,
-          }),
+          finding(
+            'warning',
+            'kv-pool-below-max-model-len',
+            `The pool holds ${fmtNum(p.pool_tokens, 0)} tokens, less than one request of max_model_len ${fmtNum(p.max_model_len, 0)}: vLLM refuses to start`,
+            cell.max_model_len ? ['max_model_len'] : ['predict'],
+            {
+              fix: `set max_model_len to at most ${fmtNum(p.pool_tokens, 0)}`,
+            },
+          ),
         );
       }
     }
@@ -115,13 +156,22 @@ export const kvPoolKind: KindModule<Cell> = {
       ['− weights', fmtBytes(p.weights_bytes)],
       ...((p.available_from === 'given'
         ? [
-            ['available KV cache memory (given)', `${fmtIn(p.available_kv_bytes, 'GiB')} (${fmtIn(p.available_kv_bytes, 'GB')})`],
-            ['implied activation peak + non-torch = budget − weights − available', fmtBytes(p.budget_bytes - p.weights_bytes - p.available_kv_bytes)],
+            [
+              'available KV cache memory (given)',
+              `${fmtIn(p.available_kv_bytes, 'GiB')} (${fmtIn(p.available_kv_bytes, 'GB')})`,
+            ],
+            [
+              'implied activation peak + non-torch = budget − weights − available',
+              fmtBytes(p.budget_bytes - p.weights_bytes - p.available_kv_bytes),
+            ],
           ]
         : [
             [`− activation peak${cell.activation_peak ? '' : ' (default)'}`, fmtBytes(p.activation_peak_bytes)],
             [`− non-torch memory${cell.non_torch_memory ? '' : ' (default)'}`, fmtBytes(p.non_torch_bytes)],
-            ['= available KV cache memory', `${fmtIn(p.available_kv_bytes, 'GiB')} (${fmtIn(p.available_kv_bytes, 'GB')})`],
+            [
+              '= available KV cache memory',
+              `${fmtIn(p.available_kv_bytes, 'GiB')} (${fmtIn(p.available_kv_bytes, 'GB')})`,
+            ],
           ]) as [string, string][]),
       ['KV bytes per token', `${fmtNum(p.kv_bytes_per_token, 0)} B (${s.kvCache})`],
       [`block = ${BLOCK_SIZE} tokens × all layers`, fmtBytes(p.page_size_bytes * s.model.layers)],
@@ -150,7 +200,12 @@ async function breakdownPlot(p: KvPool, s: Setup) {
   const parts = [
     { part: 'weights', bytes: p.weights_bytes },
     ...(p.available_from === 'given'
-      ? [{ part: 'activation peak + non-torch (implied)', bytes: Math.max(0, p.budget_bytes - p.weights_bytes - p.available_kv_bytes) }]
+      ? [
+          {
+            part: 'activation peak + non-torch (implied)',
+            bytes: Math.max(0, p.budget_bytes - p.weights_bytes - p.available_kv_bytes),
+          },
+        ]
       : [
           { part: 'activation peak', bytes: p.activation_peak_bytes },
           { part: 'non-torch', bytes: p.non_torch_bytes },
@@ -167,7 +222,13 @@ async function breakdownPlot(p: KvPool, s: Setup) {
     mark: { type: 'bar' },
     encoding: {
       x: { field: 'gib', type: 'quantitative', stack: 'zero', title: 'GiB (2^30 bytes)' },
-      color: { field: 'part', type: 'nominal', sort: parts.map((x) => x.part), title: null, legend: { labelLimit: 320 } },
+      color: {
+        field: 'part',
+        type: 'nominal',
+        sort: parts.map((x) => x.part),
+        title: null,
+        legend: { labelLimit: 320 },
+      },
       order: { field: 'order', type: 'quantitative' },
       tooltip: [{ field: 'part' }, { field: 'label', title: 'size' }],
     },

@@ -7,7 +7,14 @@ import type { Dtype } from '../catalog/types';
 import { tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
-import { computePeakInfo, decodePoint, MOE_WEIGHTS, prefillPoint, type MoeWeights, type OperatingPoint } from '../physics';
+import {
+  computePeakInfo,
+  decodePoint,
+  MOE_WEIGHTS,
+  prefillPoint,
+  type MoeWeights,
+  type OperatingPoint,
+} from '../physics';
 import { plotOutput } from '../plots/render';
 import { fmtIn, fmtNum } from '../units';
 import { setupLabel } from './predictShared';
@@ -37,17 +44,35 @@ export const rooflineKind: KindModule<Cell> = {
     const used = computePeakInfo(s.gpu, s.weights);
     const ridge = used.peak / s.gpu.bandwidth;
     const points: (OperatingPoint & { kind: string })[] = [
-      ...cell.batch.map((B) => ({ ...decodePoint(s, context, B, s.model.moe ? (cell.moe_weights ?? 'expected') : undefined), kind: 'decode' })),
+      ...cell.batch.map((B) => ({
+        ...decodePoint(s, context, B, s.model.moe ? (cell.moe_weights ?? 'expected') : undefined),
+        kind: 'decode',
+      })),
       { ...prefillPoint(s, prompt), kind: 'prefill' },
     ];
     // Roofs: the bandwidth slope, and a flat roof per distinct compute peak the card has.
     const peaks = new Map<number, Dtype[]>();
-    for (const [d, v] of Object.entries(s.gpu.peak) as [Dtype, number][]) if (v) peaks.set(v, [...(peaks.get(v) ?? []), d]);
-    const xs = logspace(Math.min(0.5, ...points.map((p) => p.intensity / 2)), Math.max(1e4, ...points.map((p) => p.intensity * 4)), 60);
-    const roofLines = [...peaks.entries()].flatMap(([peak, ds]) =>
-      xs.map((x) => ({ roof: `${ds.join('/')} peak ${fmtIn(peak, 'TFLOP/s', 0)}${peak === used.peak ? ' (used)' : ''}`, intensity: x, tflops: Math.min(peak, s.gpu.bandwidth * x) / 1e12 })),
+    for (const [d, v] of Object.entries(s.gpu.peak) as [Dtype, number][])
+      if (v) peaks.set(v, [...(peaks.get(v) ?? []), d]);
+    const xs = logspace(
+      Math.min(0.5, ...points.map((p) => p.intensity / 2)),
+      Math.max(1e4, ...points.map((p) => p.intensity * 4)),
+      60,
     );
-    const pts = points.map((p) => ({ label: p.label, kind: p.kind, intensity: p.intensity, tflops: p.attainable_flops / 1e12, bound: p.bound }));
+    const roofLines = [...peaks.entries()].flatMap(([peak, ds]) =>
+      xs.map((x) => ({
+        roof: `${ds.join('/')} peak ${fmtIn(peak, 'TFLOP/s', 0)}${peak === used.peak ? ' (used)' : ''}`,
+        intensity: x,
+        tflops: Math.min(peak, s.gpu.bandwidth * x) / 1e12,
+      })),
+    );
+    const pts = points.map((p) => ({
+      label: p.label,
+      kind: p.kind,
+      intensity: p.intensity,
+      tflops: p.attainable_flops / 1e12,
+      bound: p.bound,
+    }));
     const plot = await plotOutput({
       title: `Roofline: ${setupLabel(s)} (${fmtNum(s.gpu.bandwidth / 1e9, 0)} GB/s; ridge ${fmtNum(ridge, 0)} FLOP/byte)`,
       width: 460,
@@ -57,9 +82,19 @@ export const rooflineKind: KindModule<Cell> = {
           data: { values: roofLines },
           mark: { type: 'line', clip: true },
           encoding: {
-            x: { field: 'intensity', type: 'quantitative', scale: { type: 'log' }, title: 'arithmetic intensity (FLOP/byte)' },
+            x: {
+              field: 'intensity',
+              type: 'quantitative',
+              scale: { type: 'log' },
+              title: 'arithmetic intensity (FLOP/byte)',
+            },
             y: { field: 'tflops', type: 'quantitative', scale: { type: 'log' }, title: 'attainable TFLOP/s' },
-            strokeDash: { field: 'roof', type: 'nominal', title: 'roofs', legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420 } },
+            strokeDash: {
+              field: 'roof',
+              type: 'nominal',
+              title: 'roofs',
+              legend: { orient: 'bottom', direction: 'vertical', labelLimit: 420 },
+            },
           },
         },
         {
@@ -74,13 +109,22 @@ export const rooflineKind: KindModule<Cell> = {
             x: { field: 'intensity', type: 'quantitative' },
             y: { field: 'tflops', type: 'quantitative' },
             color: { field: 'kind', type: 'nominal', title: 'operating point' },
-            tooltip: [{ field: 'label' }, { field: 'intensity', format: ',.1f' }, { field: 'tflops', format: ',.1f', title: 'TFLOP/s' }, { field: 'bound' }],
+            tooltip: [
+              { field: 'label' },
+              { field: 'intensity', format: ',.1f' },
+              { field: 'tflops', format: ',.1f', title: 'TFLOP/s' },
+              { field: 'bound' },
+            ],
           },
         },
         {
           data: { values: pts },
           mark: { type: 'text', dx: 6, dy: -8, align: 'left', fontSize: 10 },
-          encoding: { x: { field: 'intensity', type: 'quantitative' }, y: { field: 'tflops', type: 'quantitative' }, text: { field: 'label' } },
+          encoding: {
+            x: { field: 'intensity', type: 'quantitative' },
+            y: { field: 'tflops', type: 'quantitative' },
+            text: { field: 'label' },
+          },
         },
       ],
     });
@@ -103,7 +147,13 @@ export const rooflineKind: KindModule<Cell> = {
         bandwidth: s.gpu.bandwidth,
         context,
         prompt_tokens: prompt,
-        points: points.map(({ label, kind, intensity, attainable_flops, bound }) => ({ label, kind, intensity, attainable_flops, bound })),
+        points: points.map(({ label, kind, intensity, attainable_flops, bound }) => ({
+          label,
+          kind,
+          intensity,
+          attainable_flops,
+          bound,
+        })),
       },
       outputs: [table, plot],
     };

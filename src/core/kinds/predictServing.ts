@@ -110,7 +110,8 @@ const pct = (v: number) => `${fmtNum(100 * v, 1)}%`;
 export const servingKind: KindModule<Cell> = {
   key: 'predict',
   variant: 'serving',
-  summary: 'predict: serving — TTFT/TPOT/ITL/E2E and throughput from a simulated vLLM engine, beside the decode roofline',
+  summary:
+    'predict: serving — TTFT/TPOT/ITL/E2E and throughput from a simulated vLLM engine, beside the decode roofline',
   schema,
   needsSetup: true,
   analyze(cell) {
@@ -118,17 +119,25 @@ export const servingKind: KindModule<Cell> = {
     const points = (cell.concurrency ?? cell.rate ?? []).length;
     if (typeof cell.seed === 'number' && points > 1 && cell.prefix_caching !== false)
       out.push(
-        finding('warning', 'fixed-seed-prefix-cache', `seed: ${cell.seed} regenerates the same prompts at every point, so points after the first are served from the prefix cache (TTFT below the prefill floor).`, ['seed'], {
-          cause: 'The prefix-cache trap: one fixed seed across sweep points.',
-          fix: 'write "seed: per-point", or "prefix_caching: false"',
-          quickFix: { title: 'Use per-point seeds', edit: { path: ['seed'], value: 'per-point' } },
-        }),
+        finding(
+          'warning',
+          'fixed-seed-prefix-cache',
+          `seed: ${cell.seed} regenerates the same prompts at every point, so points after the first are served from the prefix cache (TTFT below the prefill floor).`,
+          ['seed'],
+          {
+            cause: 'The prefix-cache trap: one fixed seed across sweep points.',
+            fix: 'write "seed: per-point", or "prefix_caching: false"',
+            quickFix: { title: 'Use per-point seeds', edit: { path: ['seed'], value: 'per-point' } },
+          },
+        ),
       );
     return out;
   },
   async run(cell, ctx) {
     // The simulated engine and the metrics load only when the cell runs.
-    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, SimEngine }, { LoadRun }, { seedOf }] = await Promise.all([import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')]);
+    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, SimEngine }, { LoadRun }, { seedOf }] = await Promise.all(
+      [import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')],
+    );
     const setup = ctx.setup!;
     const input = Math.round(cell.input.value);
     const output = Math.round(cell.output.value);
@@ -142,7 +151,10 @@ export const servingKind: KindModule<Cell> = {
       numGpuBlocks: cell.kv_pool ? Math.floor(cell.kv_pool.value / 16) : undefined,
     });
     const cfg = engine.cfg;
-    if (input + output > cfg.maxModelLen) throw new Error(`input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`);
+    if (input + output > cfg.maxModelLen)
+      throw new Error(
+        `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
+      );
     const closed = cell.concurrency !== undefined;
     const list: number[] = closed ? cell.concurrency! : cell.rate!.map((q) => q.value);
     const liveContext = input + output / 2;
@@ -153,7 +165,14 @@ export const servingKind: KindModule<Cell> = {
       const x = list[i];
       const seed = cell.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : cell.seed;
       // Run the point in slices, yielding every few ms so the host stays responsive and a cancel lands.
-      const load = new LoadRun(engine, { input, output, requests: cell.requests, seed, ignoreEos: cell.ignore_eos, ...(closed ? { concurrency: x } : { rate: x }) });
+      const load = new LoadRun(engine, {
+        input,
+        output,
+        requests: cell.requests,
+        seed,
+        ignoreEos: cell.ignore_eos,
+        ...(closed ? { concurrency: x } : { rate: x }),
+      });
       let sliceStart = performance.now();
       let lastReport = -Infinity;
       while (!load.advance(256)) {
@@ -161,14 +180,21 @@ export const servingKind: KindModule<Cell> = {
         if (now - sliceStart < SLICE_MS) continue;
         if (now - lastReport > 100) {
           lastReport = now;
-          ctx.progress({ message: `${closed ? 'concurrency' : 'rate'} ${x}: ${load.done} of ${load.N} requests`, fraction: (i + load.done / Math.max(1, load.N)) / list.length });
+          ctx.progress({
+            message: `${closed ? 'concurrency' : 'rate'} ${x}: ${load.done} of ${load.N} requests`,
+            fraction: (i + load.done / Math.max(1, load.N)) / list.length,
+          });
         }
         await yieldNow();
         if (ctx.signal.aborted) throw new Error('cancelled');
         sliceStart = performance.now();
       }
       const r = load.result();
-      const m = summarizeRecords(r.records, { latencyFrom: closed ? 'sent' : 'scheduled', observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 });
+      const m = summarizeRecords(r.records, {
+        latencyFrom: closed ? 'sent' : 'scheduled',
+        observedInFlight: r.observedInFlight,
+        durationMs: r.durationS * 1000,
+      });
       const batch = closed ? x : Math.max(1, r.meanBatch);
       const roof = decodeRoofline(setup, liveContext, [batch]).rows[0];
       const withOverhead = batch / (roof.step_ms / 1000 + cfg.stepOverheadS);
@@ -187,10 +213,18 @@ export const servingKind: KindModule<Cell> = {
         simulated_tok_s: sim,
         overhead_loss_tok_s: roof.aggregate_tok_s - withOverhead,
         prefill_loss_tok_s: withOverhead - sim,
-        time_share: { decode: r.time.decodeS / d, prefill: r.time.prefillS / d, overhead: r.time.overheadS / d, idle: r.time.idleS / d },
+        time_share: {
+          decode: r.time.decodeS / d,
+          prefill: r.time.prefillS / d,
+          overhead: r.time.overheadS / d,
+          idle: r.time.idleS / d,
+        },
         little_error: m.little.error ?? NaN,
       });
-      ctx.progress({ message: `${closed ? 'concurrency' : 'rate'} ${x}: ${fmtNum(sim, 0)} tok/s`, fraction: (i + 1) / list.length });
+      ctx.progress({
+        message: `${closed ? 'concurrency' : 'rate'} ${x}: ${fmtNum(sim, 0)} tok/s`,
+        fraction: (i + 1) / list.length,
+      });
     }
     const simMs = performance.now() - t0;
 
@@ -240,7 +274,11 @@ export const servingKind: KindModule<Cell> = {
         { key: 'share', label: 'time: decode/prefill/overhead/idle' },
         { key: 'hit', label: 'prefix hits', fmt: pct },
         { key: 'preempt', label: 'preemptions' },
-        { key: 'little', label: "Little's law", fmt: (v) => (Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${fmtNum(100 * v, 2)}%` : '—') },
+        {
+          key: 'little',
+          label: "Little's law",
+          fmt: (v) => (Number.isFinite(v) ? `${v >= 0 ? '+' : ''}${fmtNum(100 * v, 2)}%` : '—'),
+        },
       ],
       points.map((p) => ({
         x: xOf(p),
@@ -250,7 +288,10 @@ export const servingKind: KindModule<Cell> = {
         pre: p.prefill_loss_tok_s,
         sim: p.simulated_tok_s,
         ratio: p.simulated_tok_s / p.roofline_tok_s,
-        share: [p.time_share.decode, p.time_share.prefill, p.time_share.overhead, p.time_share.idle].map((v) => fmtNum(100 * v, 0)).join('/') + ' %',
+        share:
+          [p.time_share.decode, p.time_share.prefill, p.time_share.overhead, p.time_share.idle]
+            .map((v) => fmtNum(100 * v, 0))
+            .join('/') + ' %',
         hit: p.prefix_hit_rate,
         preempt: p.preemptions,
         little: p.little_error,
@@ -262,13 +303,25 @@ export const servingKind: KindModule<Cell> = {
       'Assumptions (edit these keys)',
       [
         ['prefill_mfu', `${cfg.prefillMfu}${cell.prefill_mfu === undefined ? ' (default)' : ''}`],
-        ['step_overhead', `${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms${cell.step_overhead === undefined ? ' (default: 11.3 ms measured − 8.03 ms floor)' : ''}`],
+        [
+          'step_overhead',
+          `${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms${cell.step_overhead === undefined ? ' (default: 11.3 ms measured − 8.03 ms floor)' : ''}`,
+        ],
         ['max_num_seqs', `${cfg.maxNumSeqs}${cell.max_num_seqs === undefined ? ' (setup or default)' : ''}`],
-        ['max_num_batched_tokens', `${cfg.maxNumBatchedTokens}${cell.max_num_batched_tokens === undefined ? ' (setup or default)' : ''}`],
+        [
+          'max_num_batched_tokens',
+          `${cfg.maxNumBatchedTokens}${cell.max_num_batched_tokens === undefined ? ' (setup or default)' : ''}`,
+        ],
         ['prefix_caching', `${cfg.prefixCaching}${cell.prefix_caching === undefined ? ' (setup or default)' : ''}`],
-        ['kv_pool', `${fmtNum(cfg.numGpuBlocks * cfg.blockSize, 0)} tokens (${fmtNum(cfg.numGpuBlocks, 0)} blocks of ${cfg.blockSize})${cell.kv_pool ? '' : ' from the kv-pool prediction'}`],
+        [
+          'kv_pool',
+          `${fmtNum(cfg.numGpuBlocks * cfg.blockSize, 0)} tokens (${fmtNum(cfg.numGpuBlocks, 0)} blocks of ${cfg.blockSize})${cell.kv_pool ? '' : ' from the kv-pool prediction'}`,
+        ],
         ['requests per point', String(cell.requests)],
-        ['seed', cell.seed === 'per-point' ? 'per-point (a fresh prompt set at each point)' : `${cell.seed} at every point`],
+        [
+          'seed',
+          cell.seed === 'per-point' ? 'per-point (a fresh prompt set at each point)' : `${cell.seed} at every point`,
+        ],
         ['ignore_eos', String(cell.ignore_eos)],
         ['prefill floor (2·params·input / peak)', `${ms(prefillFloorSimple(setup, input) * 1e3)} ms`],
         ['batch-1 decode step (floor + overhead)', `${ms(engine.decodeStepTime(input) * 1e3)} ms`],
@@ -301,10 +354,16 @@ export const servingKind: KindModule<Cell> = {
       const p = points[i];
       if (p.metrics.ttft_ms.median < floor)
         findings.push(
-          finding('warning', 'ttft-below-prefill-floor', `At ${xLabel} ${xOf(p)} the predicted median TTFT ${ms(p.metrics.ttft_ms.median)} ms is below the ${ms(floor)} ms prefill floor: ${pct(p.prefix_hit_rate)} of prompt tokens came from the prefix cache.`, [closed ? 'concurrency' : 'rate'], {
-            cause: 'Prompts repeated across points (fixed seed) with prefix caching on.',
-            fix: 'write "seed: per-point" or "prefix_caching: false"',
-          }),
+          finding(
+            'warning',
+            'ttft-below-prefill-floor',
+            `At ${xLabel} ${xOf(p)} the predicted median TTFT ${ms(p.metrics.ttft_ms.median)} ms is below the ${ms(floor)} ms prefill floor: ${pct(p.prefix_hit_rate)} of prompt tokens came from the prefix cache.`,
+            [closed ? 'concurrency' : 'rate'],
+            {
+              cause: 'Prompts repeated across points (fixed seed) with prefix caching on.',
+              fix: 'write "seed: per-point" or "prefix_caching: false"',
+            },
+          ),
         );
     }
     return {

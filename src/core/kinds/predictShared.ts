@@ -17,7 +17,10 @@ export const fraction = z.union([z.number(), z.string()]).transform((v, ctx): nu
     f = r.quantity.value;
   }
   if (!(f > 0 && f <= 1)) {
-    ctx.addIssue({ code: 'custom', message: `${v} is outside (0, 1]: write a fraction such as 0.9, or a percentage such as 90%` });
+    ctx.addIssue({
+      code: 'custom',
+      message: `${v} is outside (0, 1]: write a fraction such as 0.9, or a percentage such as 90%`,
+    });
     return z.NEVER;
   }
   return f;
@@ -27,7 +30,8 @@ export const fraction = z.union([z.number(), z.string()]).transform((v, ctx): nu
 export function serverNumber(setup: Setup | undefined, key: string): number | undefined {
   const v = setup?.server?.[key];
   if (typeof v === 'number' && Number.isFinite(v)) return v;
-  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number') return (v as { value: number }).value;
+  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number')
+    return (v as { value: number }).value;
   return undefined;
 }
 

@@ -21,7 +21,8 @@ import { dimName, fmtBytes, fmtNum, GiB, type Quantity } from '../units';
 
 const t = () => quantity('time', { positive: true }).optional();
 const timeKeys = {} as Record<string, ReturnType<typeof t>>;
-for (const k of ['ttft', 'tpot', 'itl', 'e2e']) for (const p of ['', '_p50', '_p90', '_p99']) timeKeys[`${k}${p}`] = t();
+for (const k of ['ttft', 'tpot', 'itl', 'e2e'])
+  for (const p of ['', '_p50', '_p90', '_p99']) timeKeys[`${k}${p}`] = t();
 
 const offOrNumber = z.union([z.number(), z.null(), z.literal(false), z.enum(['none', 'off'])]);
 
@@ -111,7 +112,9 @@ function physicsNote(key: string, cell: Record<string, unknown>, setup: Setup | 
   const thr = cell.throughput;
   switch (base) {
     case 'ttft':
-      return prompt ? `≥ ${time(b.prefillFloor(prompt))} prefill floor (2·params·tokens/peak)` : 'add "prompt:" for the prefill floor';
+      return prompt
+        ? `≥ ${time(b.prefillFloor(prompt))} prefill floor (2·params·tokens/peak)`
+        : 'add "prompt:" for the prefill floor';
     case 'tpot':
     case 'step':
       return `≥ ${time(b.decodeFloor)} decode step floor (weights / bandwidth)`;
@@ -134,7 +137,8 @@ function physicsNote(key: string, cell: Record<string, unknown>, setup: Setup | 
 
 export const recordKind: KindModule<Cell> = {
   key: 'record',
-  summary: 'record: NAME — numbers measured elsewhere (ttft, tpot, throughput, kv_pool …), typed with units and checked against physics',
+  summary:
+    'record: NAME — numbers measured elsewhere (ttft, tpot, throughput, kv_pool …), typed with units and checked against physics',
   schema,
   // The physics rules read record cells statically (checks/, kind "record"): no analyze of its own.
   async run(cell, ctx) {

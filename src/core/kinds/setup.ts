@@ -56,7 +56,10 @@ export function applySetupOverrides(
     if (typeof g === 'string') {
       gpu = findGpu(g);
       if (!gpu) {
-        const s = suggest(g, GPUS.map((x) => x.id));
+        const s = suggest(
+          g,
+          GPUS.map((x) => x.id),
+        );
         findings.push(
           finding('error', 'unknown-gpu', `Unknown GPU "${g}"${s ? `: did you mean "${s}"?` : ''}`, ['gpu'], {
             fix: `use a catalog id (${GPUS.map((x) => x.id).join(', ')}) or define one: {bandwidth: 2039 GB/s, bf16: 312 TFLOPS, memory: 80 GiB}`,
@@ -69,28 +72,56 @@ export function applySetupOverrides(
       else {
         const o = r.data;
         const from = o.base ? findGpu(o.base) : undefined;
-        if (o.base && !from) findings.push(finding('error', 'unknown-gpu', `Unknown base GPU "${o.base}"`, ['gpu', 'base']));
+        if (o.base && !from)
+          findings.push(finding('error', 'unknown-gpu', `Unknown base GPU "${o.base}"`, ['gpu', 'base']));
         const peak: Gpu['peak'] = { ...(from?.peak ?? {}) };
         for (const d of DTYPES) if (o[d]) peak[d] = o[d]!.value;
         if (o.bf16 && !o.fp16) peak.fp16 = o.bf16.value;
         if (o.fp16 && !o.bf16) peak.bf16 = o.fp16.value;
         const bandwidth = o.bandwidth?.value ?? from?.bandwidth;
         const memory = o.memory?.value ?? from?.memory;
-        if (!bandwidth) findings.push(finding('error', 'schema', 'A custom GPU needs "bandwidth", e.g. 2039 GB/s (or "base: a100-sxm4-80gb")', ['gpu']));
-        if (!memory) findings.push(finding('error', 'schema', 'A custom GPU needs "memory", e.g. 80 GiB (or "base: a100-sxm4-80gb")', ['gpu']));
-        if (!Object.keys(peak).length) findings.push(finding('error', 'schema', 'A custom GPU needs a peak, e.g. "bf16: 312 TFLOPS"', ['gpu']));
-        if (o.memory && /^(GB|TB)$/.test(o.memory.unit) && decimalCardSize(Math.round(o.memory.value / GB) * GB) !== undefined) {
+        if (!bandwidth)
+          findings.push(
+            finding('error', 'schema', 'A custom GPU needs "bandwidth", e.g. 2039 GB/s (or "base: a100-sxm4-80gb")', [
+              'gpu',
+            ]),
+          );
+        if (!memory)
+          findings.push(
+            finding('error', 'schema', 'A custom GPU needs "memory", e.g. 80 GiB (or "base: a100-sxm4-80gb")', ['gpu']),
+          );
+        if (!Object.keys(peak).length)
+          findings.push(finding('error', 'schema', 'A custom GPU needs a peak, e.g. "bf16: 312 TFLOPS"', ['gpu']));
+        if (
+          o.memory &&
+          /^(GB|TB)$/.test(o.memory.unit) &&
+          decimalCardSize(Math.round(o.memory.value / GB) * GB) !== undefined
+        ) {
           const n = Math.round(o.memory.value / 1e9);
           findings.push(
-            finding('warning', 'gb-gib-card-memory', `memory: ${n} GB is ${fmtIn(o.memory.value, 'GiB')}, but an "${n}GB" card holds ${n} GiB (${fmtIn(n * GiB, 'GB')}).`, ['gpu', 'memory'], {
-              cause: 'Vendors write GB where the card holds binary gigabytes; mixing GB and GiB cost a real KV-pool prediction 10.5%.',
-              fix: `write "memory: ${n} GiB"`,
-              quickFix: { title: `Use ${n} GiB`, edit: { path: ['gpu', 'memory'], value: `${n} GiB` } },
-            }),
+            finding(
+              'warning',
+              'gb-gib-card-memory',
+              `memory: ${n} GB is ${fmtIn(o.memory.value, 'GiB')}, but an "${n}GB" card holds ${n} GiB (${fmtIn(n * GiB, 'GB')}).`,
+              ['gpu', 'memory'],
+              {
+                cause:
+                  'Vendors write GB where the card holds binary gigabytes; mixing GB and GiB cost a real KV-pool prediction 10.5%.',
+                fix: `write "memory: ${n} GiB"`,
+                quickFix: { title: `Use ${n} GiB`, edit: { path: ['gpu', 'memory'], value: `${n} GiB` } },
+              },
+            ),
           );
         }
         if (bandwidth && memory && Object.keys(peak).length) {
-          gpu = { id: o.name ?? (from ? `${from.id} (custom)` : 'custom'), name: o.name ?? from?.name ?? 'custom GPU', bandwidth, memory, peak, source: from ? `${from.source}, with fields overridden in the notebook` : 'defined in the notebook' };
+          gpu = {
+            id: o.name ?? (from ? `${from.id} (custom)` : 'custom'),
+            name: o.name ?? from?.name ?? 'custom GPU',
+            bandwidth,
+            memory,
+            peak,
+            source: from ? `${from.source}, with fields overridden in the notebook` : 'defined in the notebook',
+          };
         }
       }
     }
@@ -101,7 +132,10 @@ export function applySetupOverrides(
     if (typeof m === 'string') {
       model = findModel(m);
       if (!model) {
-        const s = suggest(m, MODELS.map((x) => x.id));
+        const s = suggest(
+          m,
+          MODELS.map((x) => x.id),
+        );
         findings.push(
           finding('error', 'unknown-model', `Unknown model "${m}"${s ? `: did you mean "${s}"?` : ''}`, ['model'], {
             fix: `use a catalog id (${MODELS.map((x) => x.id).join(', ')}) or import a config: {config: ./path/config.json}`,
@@ -132,13 +166,25 @@ export function applySetupOverrides(
   if (keys.endpoint !== undefined) {
     const r = endpointSchema.safeParse(keys.endpoint);
     if (r.success) endpoint = r.data;
-    else findings.push(finding('error', 'schema', 'endpoint must be "sim" or an http(s) URL such as http://localhost:8000', ['endpoint']));
+    else
+      findings.push(
+        finding('error', 'schema', 'endpoint must be "sim" or an http(s) URL such as http://localhost:8000', [
+          'endpoint',
+        ]),
+      );
   }
 
   if (!gpu || !model) {
     if (requireComplete && !findings.length) {
       const missing = [!gpu && 'gpu', !model && 'model'].filter(Boolean).join(' and ');
-      findings.push(finding('error', 'needs-setup', `A setup needs ${missing}, e.g. "gpu: a100-sxm4-80gb" and "model: qwen3-8b"`, []));
+      findings.push(
+        finding(
+          'error',
+          'needs-setup',
+          `A setup needs ${missing}, e.g. "gpu: a100-sxm4-80gb" and "model: qwen3-8b"`,
+          [],
+        ),
+      );
     }
     return { findings };
   }
@@ -152,7 +198,15 @@ function loadModelConfig(rel: string, dir: string, name?: string): { model: Mode
   try {
     text = fs.readFileSync(abs, 'utf8');
   } catch (e) {
-    return { error: finding('error', 'config-not-found', `Cannot read ${rel} (resolved to ${abs}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`, at, { fix: 'give the path of a Hugging Face config.json relative to the notebook' }) };
+    return {
+      error: finding(
+        'error',
+        'config-not-found',
+        `Cannot read ${rel} (resolved to ${abs}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+        at,
+        { fix: 'give the path of a Hugging Face config.json relative to the notebook' },
+      ),
+    };
   }
   let json: unknown;
   try {
@@ -204,7 +258,15 @@ export const setupKind: KindModule<SetupCell> = {
       ['endpoint', s.endpoint ?? 'sim'],
     ];
     return {
-      values: { gpu: s.gpu.id, model: m.id, weights: s.weights, kv_cache: s.kvCache, endpoint: s.endpoint, params_total: m.params.total, params_active: m.params.active },
+      values: {
+        gpu: s.gpu.id,
+        model: m.id,
+        weights: s.weights,
+        kv_cache: s.kvCache,
+        endpoint: s.endpoint,
+        params_total: m.params.total,
+        params_active: m.params.active,
+      },
       outputs: [factsOutput(`setup ${s.name}`, facts, `GPU source: ${s.gpu.source}. Model source: ${m.source}.`)],
     };
   },

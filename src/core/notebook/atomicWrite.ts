@@ -22,7 +22,10 @@ export function writeFileAtomic(file: string, data: string | Uint8Array): void {
   } catch {
     // new file
   }
-  const tmp = path.join(path.dirname(target), `.${path.basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const tmp = path.join(
+    path.dirname(target),
+    `.${path.basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`,
+  );
   let fd: number | undefined;
   try {
     fd = fs.openSync(tmp, 'wx', mode ?? 0o666);
@@ -46,7 +49,8 @@ export function writeFileAtomic(file: string, data: string | Uint8Array): void {
       // e.g. ENOTDIR when the folder itself is gone: there is no temp file to remove
     }
     const err = e as NodeJS.ErrnoException;
-    if (err && typeof err.message === 'string') err.message = `could not save ${file}: ${err.message}; the file on disk was left as it was`;
+    if (err && typeof err.message === 'string')
+      err.message = `could not save ${file}: ${err.message}; the file on disk was left as it was`;
     throw err;
   }
   // Make the rename itself durable (best effort: not every platform can fsync a directory).

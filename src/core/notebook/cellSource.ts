@@ -35,9 +35,15 @@ export function parseCell(source: string): ParsedCell {
     const pos = positionAt(source, e.pos[0]);
     // A syntax error has no path; its offsets place it.
     errors.push(
-      finding('error', 'yaml-syntax', `YAML: ${yamlMessage(e.message)} (line ${pos.line + 1}, column ${pos.character + 1})`, [], {
-        offset: [clampOffset(source, e.pos[0]), clampOffset(source, e.pos[1])],
-      }),
+      finding(
+        'error',
+        'yaml-syntax',
+        `YAML: ${yamlMessage(e.message)} (line ${pos.line + 1}, column ${pos.character + 1})`,
+        [],
+        {
+          offset: [clampOffset(source, e.pos[0]), clampOffset(source, e.pos[1])],
+        },
+      ),
     );
   }
   let data: unknown;
@@ -49,15 +55,22 @@ export function parseCell(source: string): ParsedCell {
   const out: ParsedCell = { source, doc, lineCounter, data, errors };
   if (!errors.length) {
     if (data === null || data === undefined) {
-      out.errors.push(finding('error', 'empty-cell', 'The cell is empty: start it with a kind, e.g. "predict: decode-roofline"'));
+      out.errors.push(
+        finding('error', 'empty-cell', 'The cell is empty: start it with a kind, e.g. "predict: decode-roofline"'),
+      );
     } else if (!isMap(doc.contents)) {
       out.errors.push(
-        finding('error', 'not-a-mapping', 'A cell is a YAML mapping whose first key names its kind, e.g. "setup: day4" or "predict: floors"'),
+        finding(
+          'error',
+          'not-a-mapping',
+          'A cell is a YAML mapping whose first key names its kind, e.g. "setup: day4" or "predict: floors"',
+        ),
       );
     } else {
       const first = doc.contents.items[0];
       out.kindKey = isScalar(first?.key) ? String(first.key.value) : undefined;
-      out.kindValue = first && isScalar(first.value) ? first.value.value : first?.value ? (first.value as Node).toJSON() : undefined;
+      out.kindValue =
+        first && isScalar(first.value) ? first.value.value : first?.value ? (first.value as Node).toJSON() : undefined;
     }
   }
   return out;
@@ -70,8 +83,10 @@ function firstLine(s: string): string {
 /** The yaml package's message, with what to write instead where it does not say. */
 function yamlMessage(message: string): string {
   const m = firstLine(message);
-  if (/call stack/i.test(m)) return 'the cell nests too deeply to read (more levels of [ ], { } or indentation than a cell needs): flatten it';
-  if (/alias count|resource exhaustion/i.test(m)) return 'too many aliases (*name) expand here: write the values out instead of repeating aliases';
+  if (/call stack/i.test(m))
+    return 'the cell nests too deeply to read (more levels of [ ], { } or indentation than a cell needs): flatten it';
+  if (/alias count|resource exhaustion/i.test(m))
+    return 'too many aliases (*name) expand here: write the values out instead of repeating aliases';
   return m;
 }
 
@@ -162,7 +177,8 @@ function rangeOfExactPath(cell: ParsedCell, path: CellPath): SourceRange | undef
   for (const seg of path) {
     pair = undefined;
     if (isMap(node)) {
-      pair = node.items.find((p) => (isScalar(p.key) ? String(p.key.value) : String(p.key)) === String(seg)) as Pair | undefined;
+      pair = node.items.find((p) => (isScalar(p.key) ? String(p.key.value) : String(p.key)) === String(seg)) as
+        Pair | undefined;
       if (!pair) return undefined;
       node = pair.value;
     } else if (isSeq(node) && typeof seg === 'number') {
@@ -194,7 +210,10 @@ export function pathAt(cell: ParsedCell, pos: Position): { path: CellPath; value
         const s = kr?.[0] ?? vr?.[0];
         const e = vr?.[1] ?? kr?.[1];
         if (s !== undefined && e !== undefined && offset >= s && offset <= e) {
-          best = { path: [...path, k], value: isScalar(p.value) ? p.value.value : (p.value as Node | null)?.toJSON?.() };
+          best = {
+            path: [...path, k],
+            value: isScalar(p.value) ? p.value.value : (p.value as Node | null)?.toJSON?.(),
+          };
           walk(p.value, [...path, k]);
         }
       }

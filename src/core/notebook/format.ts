@@ -12,7 +12,9 @@ import { isJsonMime } from '../engine/outputs';
 export const FORMAT_VERSION = 1;
 
 const outputItemSchema = z.object({ mime: z.string().min(1), data: z.unknown() }).strict();
-const outputSchema = z.object({ items: z.array(outputItemSchema), metadata: z.record(z.string(), z.unknown()).optional() }).strict();
+const outputSchema = z
+  .object({ items: z.array(outputItemSchema), metadata: z.record(z.string(), z.unknown()).optional() })
+  .strict();
 
 const lastRunSchema = z
   .object({
@@ -100,12 +102,19 @@ export function parseNotebook(text: string): Notebook {
     const truncated = err.offset >= text.trimEnd().length;
     throw new NotebookFormatError(
       `Not valid JSON at line ${line}, column ${column}: ${err.what}.` +
-        (truncated ? ' The file ends early: it looks truncated (an interrupted save or copy); restore it from a backup or version control.' : ' Fix the JSON there (or restore the file from a backup or version control).') +
+        (truncated
+          ? ' The file ends early: it looks truncated (an interrupted save or copy); restore it from a backup or version control.'
+          : ' Fix the JSON there (or restore the file from a backup or version control).') +
         ` ${NOT_CHANGED}`,
       line,
     );
   }
-  if (json && typeof json === 'object' && typeof (json as any).inflab === 'number' && (json as any).inflab > FORMAT_VERSION) {
+  if (
+    json &&
+    typeof json === 'object' &&
+    typeof (json as any).inflab === 'number' &&
+    (json as any).inflab > FORMAT_VERSION
+  ) {
     throw new NotebookFormatError(
       `This notebook uses .inflab format version ${(json as any).inflab}, newer than this InfLab understands (version ${FORMAT_VERSION}). Update the InfLab extension to open it. ${NOT_CHANGED}`,
       lineOfPath(text, ['inflab']),
@@ -136,7 +145,10 @@ export function parseNotebook(text: string): Notebook {
 type FileItem = { mime: string; data: unknown };
 const plainItem = (it: FileItem): NbOutputItem => ({ mime: it.mime, data: it.data });
 
-function cellFromFile<I = NbOutputItem>(c: NotebookCellFile, item: (it: FileItem) => I = plainItem as unknown as (it: FileItem) => I): NbCell<I> {
+function cellFromFile<I = NbOutputItem>(
+  c: NotebookCellFile,
+  item: (it: FileItem) => I = plainItem as unknown as (it: FileItem) => I,
+): NbCell<I> {
   const cell: NbCell<I> = { kind: c.kind, language: c.language, source: c.source.join('\n') };
   if (c.metadata !== undefined) cell.metadata = c.metadata;
   if (c.lastRun !== undefined) cell.lastRun = c.lastRun;
@@ -163,8 +175,10 @@ function pathText(path: (string | number)[]): string {
 /** What to write instead, for the places people edit by hand. */
 function hint(path: (string | number)[], i: z.core.$ZodIssue): string {
   const last = path[path.length - 1];
-  if (path.length === 1 && last === 'inflab') return `; the file starts with {"inflab": ${FORMAT_VERSION}, "cells": [...]}`;
-  if (path.length === 1 && last === 'cells') return '; "cells" is a list of cells: "cells": [{"kind": "code", "language": "inflab", "source": ["..."]}]';
+  if (path.length === 1 && last === 'inflab')
+    return `; the file starts with {"inflab": ${FORMAT_VERSION}, "cells": [...]}`;
+  if (path.length === 1 && last === 'cells')
+    return '; "cells" is a list of cells: "cells": [{"kind": "code", "language": "inflab", "source": ["..."]}]';
   if (path.length === 0) return `; an .inflab file is a JSON object: {"inflab": ${FORMAT_VERSION}, "cells": [...]}`;
   if (last === 'source' || (path[path.length - 2] === 'source' && typeof last === 'number'))
     return '; a cell\'s source is a list of lines (strings): "source": ["setup: lab", "gpu: a100-sxm4-80gb"]';
@@ -275,7 +289,8 @@ class JsonScanner {
           }
         }
         this.ws();
-        if (t[this.i] !== ':') this.fail(`expected ":" after the property name "${key.slice(0, 40)}", found ${this.show()}`);
+        if (t[this.i] !== ':')
+          this.fail(`expected ":" after the property name "${key.slice(0, 40)}", found ${this.show()}`);
         this.i++;
         this.value(depth + 1, onPath && String(this.target![depth]) === key, at);
         this.ws();
@@ -326,7 +341,11 @@ class JsonScanner {
       }
     }
     // So is a literal cut off by the end of the file.
-    if (this.t.length - this.i < 5 && ['true', 'false', 'null'].some((l) => l.startsWith(t.slice(this.i)) && l !== t.slice(this.i))) this.fail('', t.length);
+    if (
+      this.t.length - this.i < 5 &&
+      ['true', 'false', 'null'].some((l) => l.startsWith(t.slice(this.i)) && l !== t.slice(this.i))
+    )
+      this.fail('', t.length);
     for (const lit of ['true', 'false', 'null']) {
       if (t.startsWith(lit, this.i)) {
         this.i += lit.length;
@@ -352,9 +371,11 @@ class JsonScanner {
       if (bs !== -1 && bs < j) {
         this.checkControl(this.i, bs);
         const e = t[bs + 1];
-        if (e === undefined || (e === 'u' && bs + 6 > t.length && /^[0-9a-fA-F]*$/.test(t.slice(bs + 2)))) this.fail('', t.length);
+        if (e === undefined || (e === 'u' && bs + 6 > t.length && /^[0-9a-fA-F]*$/.test(t.slice(bs + 2))))
+          this.fail('', t.length);
         if (e === 'u') {
-          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(bs + 2, bs + 6))) this.fail('bad \\u escape in a string (write \\u followed by four hex digits)', bs);
+          if (!/^[0-9a-fA-F]{4}$/.test(t.slice(bs + 2, bs + 6)))
+            this.fail('bad \\u escape in a string (write \\u followed by four hex digits)', bs);
           this.i = bs + 6;
         } else if ('"\\/bfnrt'.includes(e)) this.i = bs + 2;
         else this.fail(`bad escape "\\${e}" in a string`, bs);
@@ -367,7 +388,8 @@ class JsonScanner {
   }
   private checkControl(from: number, to: number): void {
     for (let k = from; k < to; k++) {
-      if (this.t.charCodeAt(k) < 0x20) this.fail('a raw control character (such as a line break) inside a string; write it escaped, e.g. \\n', k);
+      if (this.t.charCodeAt(k) < 0x20)
+        this.fail('a raw control character (such as a line break) inside a string; write it escaped, e.g. \\n', k);
     }
   }
   private show(): string {
@@ -405,7 +427,10 @@ export function serializeNotebook(nb: Notebook): string {
  * gives it (one line of JSON, as text or as UTF-8 bytes). The structure is checked against the
  * schema first; nothing is returned for a notebook that cannot be saved.
  */
-function layout<I extends { mime: string }>(nb: Notebook<I>, dataOf: (it: I) => string | Uint8Array): (string | Uint8Array)[] {
+function layout<I extends { mime: string }>(
+  nb: Notebook<I>,
+  dataOf: (it: I) => string | Uint8Array,
+): (string | Uint8Array)[] {
   const file: Record<string, unknown> = { inflab: FORMAT_VERSION };
   if (nb.metadata && Object.keys(nb.metadata).length) file.metadata = sortKeys(nb.metadata);
   // The skeleton (what the schema checks): item data is written separately, one line each.
@@ -474,7 +499,10 @@ class Writer {
   private cell(c: Record<string, unknown>, ind: string): void {
     const p = this.parts;
     const inner = ind + '  ';
-    p.push(`{\n${inner}"kind": ${JSON.stringify(c.kind)},\n${inner}"language": ${JSON.stringify(c.language)},\n${inner}"source": `, pretty(c.source, inner));
+    p.push(
+      `{\n${inner}"kind": ${JSON.stringify(c.kind)},\n${inner}"language": ${JSON.stringify(c.language)},\n${inner}"source": `,
+      pretty(c.source, inner),
+    );
     if (c.metadata !== undefined) p.push(`,\n${inner}"metadata": `, pretty(c.metadata, inner));
     if (c.lastRun !== undefined) p.push(`,\n${inner}"lastRun": `, pretty(c.lastRun, inner));
     if (c.outputs !== undefined) {
@@ -512,14 +540,17 @@ function compactData(v: unknown): string {
     text = JSON.stringify(canonical(v));
   } catch (e) {
     // A BigInt or a cycle: said, not written.
-    throw new NotebookFormatError(`Cannot save this notebook: an output holds data JSON cannot store (${(e as Error).message}). Clear that output and save again. Nothing was written; the file on disk is unchanged.`);
+    throw new NotebookFormatError(
+      `Cannot save this notebook: an output holds data JSON cannot store (${(e as Error).message}). Clear that output and save again. Nothing was written; the file on disk is unchanged.`,
+    );
   }
   return text ?? 'null';
 }
 
 function cleanLastRun(l: NonNullable<NbCell['lastRun']>): NonNullable<NbCell['lastRun']> {
   const out: NonNullable<NbCell['lastRun']> = {};
-  if (typeof l.executionOrder === 'number' && Number.isSafeInteger(l.executionOrder)) out.executionOrder = l.executionOrder;
+  if (typeof l.executionOrder === 'number' && Number.isSafeInteger(l.executionOrder))
+    out.executionOrder = l.executionOrder;
   if (typeof l.success === 'boolean') out.success = l.success;
   if (typeof l.startTime === 'number' && Number.isFinite(l.startTime)) out.startTime = l.startTime;
   if (typeof l.endTime === 'number' && Number.isFinite(l.endTime)) out.endTime = l.endTime;
@@ -534,7 +565,8 @@ function sortKeys(v: unknown): unknown {
     const o: Record<string, unknown> = {};
     for (const k of Object.keys(v as object).sort()) {
       const x = sortKeys((v as Record<string, unknown>)[k]);
-      if (k === '__proto__') Object.defineProperty(o, k, { value: x, enumerable: true, writable: true, configurable: true });
+      if (k === '__proto__')
+        Object.defineProperty(o, k, { value: x, enumerable: true, writable: true, configurable: true });
       else o[k] = x;
     }
     return o;
@@ -584,7 +616,8 @@ function canonical(v: unknown): unknown {
   const out: Record<string, unknown> = {};
   for (const k of sorted ? keys : keys.slice().sort()) {
     const x = changed?.has(k) ? changed.get(k) : o[k];
-    if (k === '__proto__') Object.defineProperty(out, k, { value: x, enumerable: true, writable: true, configurable: true });
+    if (k === '__proto__')
+      Object.defineProperty(out, k, { value: x, enumerable: true, writable: true, configurable: true });
     else out[k] = x;
   }
   return out;
@@ -635,7 +668,9 @@ export function parseNotebookBytes(content: Uint8Array | string): Notebook<NbOut
   const fast = parseDataLines(text);
   if (fast) return fast;
   const nb = parseNotebook(text);
-  const out: Notebook<NbOutputBytes> = { cells: nb.cells.map((c) => ({ ...c, outputs: c.outputs?.map((o) => ({ ...o, items: o.items.map(editorBytes) })) })) };
+  const out: Notebook<NbOutputBytes> = {
+    cells: nb.cells.map((c) => ({ ...c, outputs: c.outputs?.map((o) => ({ ...o, items: o.items.map(editorBytes) })) })),
+  };
   for (const c of out.cells) if (c.outputs === undefined) delete c.outputs;
   if (nb.metadata !== undefined) out.metadata = nb.metadata;
   return out;
@@ -650,7 +685,10 @@ export function parseNotebookBytes(content: Uint8Array | string): Notebook<NbOut
  * line written by hand in another valid form (spaces, another key order) is kept as it was, where
  * the CLI (serializeNotebook) would write the compact form.
  */
-export function serializeNotebookBytes(nb: Notebook<NbOutputBytes>, isJson: (mime: string) => boolean = isJsonMime): Uint8Array {
+export function serializeNotebookBytes(
+  nb: Notebook<NbOutputBytes>,
+  isJson: (mime: string) => boolean = isJsonMime,
+): Uint8Array {
   return concatBytes(layout(nb, (it) => savedData(it, isJson)));
 }
 
@@ -726,7 +764,11 @@ function parseDataLines(text: string): Notebook<NbOutputBytes> | undefined {
     }
     const start = at + DATA_KEY.length;
     let end = lineEnd;
-    while (end > start && (text.charCodeAt(end - 1) === 13 || text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)) end--;
+    while (
+      end > start &&
+      (text.charCodeAt(end - 1) === 13 || text.charCodeAt(end - 1) === 32 || text.charCodeAt(end - 1) === 9)
+    )
+      end--;
     const line = text.slice(start, end);
     if (line === '{' || line === '[') return undefined; // data over several lines: the earlier layout
     skeleton.push(text.slice(copied, start), `"${PLACEHOLDER_IN_FILE}${lines.length}"`);

@@ -10,7 +10,12 @@ export interface RunNotebookOptions {
   onCell?(index: number, result: CellResult): void;
 }
 
-export async function runNotebook(nb: Notebook, dir: string, services: Services, opts: RunNotebookOptions = {}): Promise<{ notebook: Notebook; results: CellResult[] }> {
+export async function runNotebook(
+  nb: Notebook,
+  dir: string,
+  services: Services,
+  opts: RunNotebookOptions = {},
+): Promise<{ notebook: Notebook; results: CellResult[] }> {
   const ctx = createNotebookContext(dir, services);
   const results: CellResult[] = [];
   let order = 0;
@@ -21,7 +26,11 @@ export async function runNotebook(nb: Notebook, dir: string, services: Services,
     const startTime = Date.now();
     const r = await runCell(c.source, i, ctx, { signal: opts.signal });
     const endTime = Date.now();
-    cells[i] = { ...c, outputs: r.outputs.map((o) => ({ items: o.items })), lastRun: { executionOrder: ++order, success: r.ok, startTime, endTime } };
+    cells[i] = {
+      ...c,
+      outputs: r.outputs.map((o) => ({ items: o.items })),
+      lastRun: { executionOrder: ++order, success: r.ok, startTime, endTime },
+    };
     results.push(r);
     opts.onCell?.(i, r);
   }

@@ -22,7 +22,11 @@ export interface PeakInfo {
  */
 export function computePeakInfo(gpu: Gpu, weights: Dtype): PeakInfo {
   if (weights !== 'int4' && gpu.peak[weights]) return { dtype: weights, peak: gpu.peak[weights]! };
-  const fallback: Dtype = gpu.peak.bf16 ? 'bf16' : gpu.peak.fp16 ? 'fp16' : ((Object.keys(gpu.peak)[0] as Dtype) ?? 'bf16');
+  const fallback: Dtype = gpu.peak.bf16
+    ? 'bf16'
+    : gpu.peak.fp16
+      ? 'fp16'
+      : ((Object.keys(gpu.peak)[0] as Dtype) ?? 'bf16');
   const why =
     weights === 'int4'
       ? 'int4 weights are dequantized into bf16 matmuls'
@@ -60,7 +64,12 @@ export function paramsReadPerStep(model: ModelSpec, assumption: MoeWeights = 'ex
 }
 
 /** Bytes one decode step reads for weights. */
-export function weightsReadPerStep(model: ModelSpec, weights: Dtype, assumption: MoeWeights = 'expected', batch = 1): number {
+export function weightsReadPerStep(
+  model: ModelSpec,
+  weights: Dtype,
+  assumption: MoeWeights = 'expected',
+  batch = 1,
+): number {
   return paramsReadPerStep(model, assumption, batch) * DTYPE_BYTES[weights];
 }
 
@@ -112,7 +121,12 @@ export interface DecodeOptions {
  * 2·params FLOPs per token. Aggregate f(B) = BW·B / (W + kv(c)·B), capped by the compute roof
  * peak / (2·params).
  */
-export function decodeRoofline(setup: Setup, context: number, batches: number[], opts: DecodeOptions = {}): DecodeRoofline {
+export function decodeRoofline(
+  setup: Setup,
+  context: number,
+  batches: number[],
+  opts: DecodeOptions = {},
+): DecodeRoofline {
   const { gpu, model } = setup;
   const moe = model.moe ? (opts.moeWeights ?? 'expected') : undefined;
   const W = (B: number) => weightsReadPerStep(model, setup.weights, moe, B);
@@ -210,7 +224,13 @@ export function prefillFloorStrict(setup: Setup, promptTokens: number): PrefillC
   const lmHead = 2 * lmHeadParams;
   const attention = 4 * m.layers * m.heads * m.headDim * ((N * (N + 1)) / 2);
   const total = linear + lmHead + attention;
-  return { linear_flops: linear, lm_head_flops: lmHead, attention_flops: attention, total_flops: total, seconds: total / computePeak(setup.gpu, setup.weights) };
+  return {
+    linear_flops: linear,
+    lm_head_flops: lmHead,
+    attention_flops: attention,
+    total_flops: total,
+    seconds: total / computePeak(setup.gpu, setup.weights),
+  };
 }
 
 export interface OperatingPoint {

@@ -25,5 +25,10 @@ async function renderSvg(spec: VlSpec): Promise<string> {
 export async function plotOutput(spec: VlSpec): Promise<CellOutput> {
   const full = { $schema: VL_SCHEMA, ...spec };
   const svg = await renderSvg(full);
-  return { items: [{ mime: MIME.vegaLite6, data: full }, { mime: MIME.svg, data: svg }] };
+  return {
+    items: [
+      { mime: MIME.vegaLite6, data: full },
+      { mime: MIME.svg, data: svg },
+    ],
+  };
 }

@@ -18,7 +18,16 @@ export class SimEndpoints {
   constructor(private readonly speed = Number(process.env.INFLAB_SIM_SPEED) || 1) {}
 
   async url(setup?: Setup): Promise<string> {
-    const key = setup ? JSON.stringify([setup.gpu, setup.model.id, setup.model.params.total, setup.weights, setup.kvCache, setup.server ?? {}]) : '';
+    const key = setup
+      ? JSON.stringify([
+          setup.gpu,
+          setup.model.id,
+          setup.model.params.total,
+          setup.weights,
+          setup.kvCache,
+          setup.server ?? {},
+        ])
+      : '';
     let server = this.servers.get(key);
     if (!server) {
       server = import('./server').then((m) => m.startSimServer({ setup, speed: this.speed }));
@@ -32,6 +41,13 @@ export class SimEndpoints {
   async close(): Promise<void> {
     const all = [...this.servers.values()];
     this.servers.clear();
-    await Promise.all(all.map((s) => s.then((x) => x.close(), () => undefined)));
+    await Promise.all(
+      all.map((s) =>
+        s.then(
+          (x) => x.close(),
+          () => undefined,
+        ),
+      ),
+    );
   }
 }

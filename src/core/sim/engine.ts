@@ -83,7 +83,8 @@ export interface EngineConfig {
 
 function knob(v: unknown): number | undefined {
   if (typeof v === 'number') return v;
-  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number') return (v as { value: number }).value;
+  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number')
+    return (v as { value: number }).value;
   return undefined;
 }
 
@@ -98,9 +99,13 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const cfg: EngineConfig = {
     setup,
     maxNumSeqs: Math.floor(opts.maxNumSeqs ?? knob(srv.max_num_seqs) ?? ENGINE_DEFAULTS.maxNumSeqs),
-    maxNumBatchedTokens: Math.floor(opts.maxNumBatchedTokens ?? knob(srv.max_num_batched_tokens) ?? ENGINE_DEFAULTS.maxNumBatchedTokens),
+    maxNumBatchedTokens: Math.floor(
+      opts.maxNumBatchedTokens ?? knob(srv.max_num_batched_tokens) ?? ENGINE_DEFAULTS.maxNumBatchedTokens,
+    ),
     maxModelLen,
-    prefixCaching: opts.prefixCaching ?? (typeof srv.prefix_caching === 'boolean' ? srv.prefix_caching : ENGINE_DEFAULTS.prefixCaching),
+    prefixCaching:
+      opts.prefixCaching ??
+      (typeof srv.prefix_caching === 'boolean' ? srv.prefix_caching : ENGINE_DEFAULTS.prefixCaching),
     prefillMfu: opts.prefillMfu ?? ENGINE_DEFAULTS.prefillMfu,
     stepOverheadS: opts.stepOverheadS ?? ENGINE_DEFAULTS.stepOverheadS,
     gpuMemoryUtilization: util,
@@ -117,11 +122,16 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
     attnFlopsPerPair: 4 * m.layers * m.heads * m.headDim,
     vocab: m.vocab,
   };
-  if (!(cfg.prefillMfu > 0 && cfg.prefillMfu <= 1)) throw new RangeError(`prefill_mfu must be in (0, 1], got ${cfg.prefillMfu}: write e.g. prefill_mfu: 0.6`);
+  if (!(cfg.prefillMfu > 0 && cfg.prefillMfu <= 1))
+    throw new RangeError(`prefill_mfu must be in (0, 1], got ${cfg.prefillMfu}: write e.g. prefill_mfu: 0.6`);
   if (!(cfg.stepOverheadS >= 0)) throw new RangeError(`step_overhead must be ≥ 0, got ${cfg.stepOverheadS}`);
   if (!(cfg.maxNumSeqs >= 1)) throw new RangeError(`max_num_seqs must be ≥ 1, got ${cfg.maxNumSeqs}`);
-  if (!(cfg.maxNumBatchedTokens >= 1)) throw new RangeError(`max_num_batched_tokens must be ≥ 1, got ${cfg.maxNumBatchedTokens}`);
-  if (!(cfg.numGpuBlocks >= 1)) throw new RangeError(`the KV pool holds no block (${cfg.numGpuBlocks}): the weights do not leave room on ${setup.gpu.id}`);
+  if (!(cfg.maxNumBatchedTokens >= 1))
+    throw new RangeError(`max_num_batched_tokens must be ≥ 1, got ${cfg.maxNumBatchedTokens}`);
+  if (!(cfg.numGpuBlocks >= 1))
+    throw new RangeError(
+      `the KV pool holds no block (${cfg.numGpuBlocks}): the weights do not leave room on ${setup.gpu.id}`,
+    );
   return cfg;
 }
 
@@ -398,7 +408,16 @@ export class SimEngine {
   private freeCount = 0;
   private readonly cache: HashIndex;
 
-  readonly counters: EngineCounters = { prefixQueries: 0, prefixHits: 0, preemptions: 0, promptTokens: 0, generationTokens: 0, finished: 0, steps: 0, busyS: 0 };
+  readonly counters: EngineCounters = {
+    prefixQueries: 0,
+    prefixHits: 0,
+    preemptions: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+    finished: 0,
+    steps: 0,
+    busyS: 0,
+  };
   /** (queried, hit) tokens of the last 1,000 scheduled requests, for the rolling hit rate vLLM logs. */
   private readonly recentQ = new Float64Array(1000);
   private readonly recentH = new Float64Array(1000);
@@ -411,10 +430,22 @@ export class SimEngine {
   private sNew: number[] = [];
   private sStart: number[] = [];
   // Scratch for decodeRun.
-  private readonly run: DecodeRun = { steps: 0, reqs: [], numSeqs: 0, inSystem: 0, overheadS: 0, ends: new Float64Array(0), durations: new Float64Array(0), decodeMemS: new Float64Array(0), prefillExtraS: new Float64Array(0), finished: [] };
+  private readonly run: DecodeRun = {
+    steps: 0,
+    reqs: [],
+    numSeqs: 0,
+    inSystem: 0,
+    overheadS: 0,
+    ends: new Float64Array(0),
+    durations: new Float64Array(0),
+    decodeMemS: new Float64Array(0),
+    prefillExtraS: new Float64Array(0),
+    finished: [],
+  };
 
   constructor(opts: EngineOptions | EngineConfig) {
-    this.cfg = 'pool' in opts && 'bandwidth' in opts ? (opts as EngineConfig) : resolveEngineConfig(opts as EngineOptions);
+    this.cfg =
+      'pool' in opts && 'bandwidth' in opts ? (opts as EngineConfig) : resolveEngineConfig(opts as EngineOptions);
     const n = this.cfg.numGpuBlocks;
     this.refcnt = new Int32Array(n);
     this.hashOfBlock = new Float64Array(n).fill(NaN);
@@ -601,7 +632,7 @@ export class SimEngine {
     let preempted = 0;
 
     // 1. Running requests, in order: decodes and unfinished chunked prefills.
-    for (let i = 0; i < this.running.length && budget > 0; ) {
+    for (let i = 0; i < this.running.length && budget > 0;) {
       const r = this.running[i];
       let n = r.numTokens - r.numComputed;
       if (n > budget) n = budget;

@@ -80,7 +80,8 @@ export class LoadRun {
     readonly o: LoadOptions,
   ) {
     this.closed = o.concurrency !== undefined;
-    if (this.closed === (o.rate !== undefined)) throw new Error('give either concurrency (closed loop) or rate (open loop)');
+    if (this.closed === (o.rate !== undefined))
+      throw new Error('give either concurrency (closed loop) or rate (open loop)');
     this.N = Math.max(0, Math.floor(o.requests));
     this.t0 = engine.now;
     this.gen = promptGenerator(o.seed, engine.cfg.vocab);
@@ -108,9 +109,26 @@ export class LoadRun {
     const o = this.o;
     const id = this.sent++;
     const prompt = this.gen(o.input);
-    const req = this.engine.add({ id: `load-${this.t0}-${id}`, prompt, maxTokens: o.output, minTokens: o.ignoreEos === false ? 0 : o.output, ignoreEos: o.ignoreEos !== false, arrival: at });
+    const req = this.engine.add({
+      id: `load-${this.t0}-${id}`,
+      prompt,
+      maxTokens: o.output,
+      minTokens: o.ignoreEos === false ? 0 : o.output,
+      ignoreEos: o.ignoreEos !== false,
+      arrival: at,
+    });
     const ms = (at - this.t0) * 1000;
-    const rec: RequestRecord = { id, scheduledMs: ms, sentMs: ms, chunkMs: [], endMs: ms, promptTokens: o.input, outputTokens: 0, cachedTokens: 0, ok: false };
+    const rec: RequestRecord = {
+      id,
+      scheduledMs: ms,
+      sentMs: ms,
+      chunkMs: [],
+      endMs: ms,
+      promptTokens: o.input,
+      outputTokens: 0,
+      cachedTokens: 0,
+      ok: false,
+    };
     this.records.push(rec);
     req.tag = rec;
   }
@@ -133,7 +151,10 @@ export class LoadRun {
         break;
       }
       // Stretches of pure-decode steps run in one call (the same results as step by step).
-      const run = engine.decodeRun(Math.min(4096, stop - this.steps), !closed && this.sent < N ? arrivals[this.sent] : Infinity);
+      const run = engine.decodeRun(
+        Math.min(4096, stop - this.steps),
+        !closed && this.sent < N ? arrivals[this.sent] : Infinity,
+      );
       if (run) this.onRun(run);
       else this.onStep(engine.step()!);
     }

@@ -7,7 +7,6 @@
 import { GiB } from '../units';
 import type { EngineConfig } from './engine';
 
-
 export interface VllmLogOptions {
   /** Where each line goes (without its newline). */
   write: (line: string) => void;
@@ -51,7 +50,15 @@ function formatStatsMessage(s: StatsWindow): string {
   );
 }
 
-const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 404: 'Not Found', 405: 'Method Not Allowed', 413: 'Request Entity Too Large', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+const STATUS_TEXT: Record<number, string> = {
+  200: 'OK',
+  400: 'Bad Request',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  413: 'Request Entity Too Large',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
 
 export class VllmLog {
   private readonly clock: () => Date;
@@ -70,7 +77,9 @@ export class VllmLog {
 
   /** uvicorn's access line. */
   access(remote: string, method: string, path: string, status: number) {
-    this.opts.write(`(APIServer pid=${this.apiPid}) INFO:     ${remote} - "${method} ${path} HTTP/1.1" ${status} ${STATUS_TEXT[status] ?? ''}`.trimEnd());
+    this.opts.write(
+      `(APIServer pid=${this.apiPid}) INFO:     ${remote} - "${method} ${path} HTTP/1.1" ${status} ${STATUS_TEXT[status] ?? ''}`.trimEnd(),
+    );
   }
 
   uvicorn(message: string) {
@@ -88,20 +97,52 @@ export class VllmLog {
     const kvGiB = (cfg.numGpuBlocks * cfg.pool.page_size_bytes * m.layers) / GiB;
     const poolTokens = cfg.numGpuBlocks * cfg.blockSize;
     const loadS = cfg.pool.weights_bytes / 4e9;
-    const args: string[] = [`'model': '${modelName}'`, `'host': '${host}'`, `'port': ${port}`, `'max_model_len': ${cfg.maxModelLen}`, `'max_num_seqs': ${cfg.maxNumSeqs}`, `'max_num_batched_tokens': ${cfg.maxNumBatchedTokens}`];
+    const args: string[] = [
+      `'model': '${modelName}'`,
+      `'host': '${host}'`,
+      `'port': ${port}`,
+      `'max_model_len': ${cfg.maxModelLen}`,
+      `'max_num_seqs': ${cfg.maxNumSeqs}`,
+      `'max_num_batched_tokens': ${cfg.maxNumBatchedTokens}`,
+    ];
     if (cfg.gpuMemoryUtilization !== 0.9) args.push(`'gpu_memory_utilization': ${cfg.gpuMemoryUtilization}`);
     if (!cfg.prefixCaching) args.push(`'enable_prefix_caching': False`);
     this.line('api', 'INFO', 'api_server.py:1896', `vLLM API server version 0.12.0 (simulated)`);
     this.line('api', 'INFO', 'utils.py:328', `non-default args: {${args.join(', ')}}`);
-    this.line('engine', 'INFO', 'core.py:93', `Initializing a V1 LLM engine (v0.12.0) with config: model='${modelName}', dtype=torch.${cfg.setup.weights === 'fp16' ? 'float16' : 'bfloat16'}, max_seq_len=${cfg.maxModelLen}, enable_prefix_caching=${cfg.prefixCaching ? 'True' : 'False'}, chunked_prefill_enabled=True`);
-    this.line('engine', 'INFO', 'scheduler.py:222', `Chunked prefill is enabled with max_num_batched_tokens=${cfg.maxNumBatchedTokens}.`);
+    this.line(
+      'engine',
+      'INFO',
+      'core.py:93',
+      `Initializing a V1 LLM engine (v0.12.0) with config: model='${modelName}', dtype=torch.${cfg.setup.weights === 'fp16' ? 'float16' : 'bfloat16'}, max_seq_len=${cfg.maxModelLen}, enable_prefix_caching=${cfg.prefixCaching ? 'True' : 'False'}, chunked_prefill_enabled=True`,
+    );
+    this.line(
+      'engine',
+      'INFO',
+      'scheduler.py:222',
+      `Chunked prefill is enabled with max_num_batched_tokens=${cfg.maxNumBatchedTokens}.`,
+    );
     this.line('engine', 'INFO', 'default_loader.py:267', `Loading weights took ${loadS.toFixed(2)} seconds`);
-    this.line('engine', 'INFO', 'gpu_model_runner.py:2653', `Model loading took ${weightsGiB.toFixed(4)} GiB memory and ${(loadS + 0.8).toFixed(6)} seconds`);
+    this.line(
+      'engine',
+      'INFO',
+      'gpu_model_runner.py:2653',
+      `Model loading took ${weightsGiB.toFixed(4)} GiB memory and ${(loadS + 0.8).toFixed(6)} seconds`,
+    );
     this.line('engine', 'INFO', 'gpu_worker.py:298', `Available KV cache memory: ${kvGiB.toFixed(2)} GiB`);
     this.line('engine', 'INFO', 'kv_cache_utils.py:1087', `GPU KV cache size: ${commaInt(poolTokens)} tokens`);
-    this.line('engine', 'INFO', 'kv_cache_utils.py:1091', `Maximum concurrency for ${commaInt(cfg.maxModelLen)} tokens per request: ${(poolTokens / cfg.maxModelLen).toFixed(2)}x`);
+    this.line(
+      'engine',
+      'INFO',
+      'kv_cache_utils.py:1091',
+      `Maximum concurrency for ${commaInt(cfg.maxModelLen)} tokens per request: ${(poolTokens / cfg.maxModelLen).toFixed(2)}x`,
+    );
     this.line('engine', 'INFO', 'gpu_model_runner.py:3480', `Graph capturing finished in 0 secs, took 0.00 GiB`);
-    this.line('engine', 'INFO', 'core.py:210', `init engine (profile, create kv cache, warmup model) took ${(loadS + 1).toFixed(2)} seconds`);
+    this.line(
+      'engine',
+      'INFO',
+      'core.py:210',
+      `init engine (profile, create kv cache, warmup model) took ${(loadS + 1).toFixed(2)} seconds`,
+    );
     this.line('engine', 'INFO', 'topk_topp_sampler.py:49', 'Using FlashInfer for top-p & top-k sampling.');
     this.line('api', 'INFO', 'api_server.py:1971', `Starting vLLM API server 0 on http://${host}:${port}`);
     this.uvicorn(`Started server process [${this.apiPid}]`);

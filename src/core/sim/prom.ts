@@ -5,9 +5,17 @@
 import type { SimEngine } from './engine';
 
 /** vLLM's buckets. */
-export const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0];
-export const E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0];
-export const ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
+export const TTFT_BUCKETS = [
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0,
+  640.0, 2560.0,
+];
+export const E2E_BUCKETS = [
+  0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0,
+  7680.0,
+];
+export const ITL_BUCKETS = [
+  0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0,
+];
 
 export class Histogram {
   readonly counts: number[];
@@ -48,18 +56,36 @@ export function renderMetrics(engine: SimEngine, m: SimMetrics, modelName: strin
   const hist = (name: string, help: string, h: Histogram) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} histogram`);
     h.buckets.forEach((b, i) => out.push(`${name}_bucket{${labels},le="${num(b)}"} ${num(h.counts[i])}`));
-    out.push(`${name}_bucket{${labels},le="+Inf"} ${num(h.count)}`, `${name}_count{${labels}} ${num(h.count)}`, `${name}_sum{${labels}} ${num(h.sum)}`);
+    out.push(
+      `${name}_bucket{${labels},le="+Inf"} ${num(h.count)}`,
+      `${name}_count{${labels}} ${num(h.count)}`,
+      `${name}_sum{${labels}} ${num(h.sum)}`,
+    );
   };
   scalar('vllm:num_requests_running', 'gauge', 'Number of requests in model execution batches.', engine.numRunning);
   scalar('vllm:num_requests_waiting', 'gauge', 'Number of requests waiting to be processed.', engine.waiting);
   scalar('vllm:kv_cache_usage_perc', 'gauge', 'KV-cache usage. 1 means 100 percent usage.', engine.kvUsage);
-  scalar('vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', c.prefixQueries);
-  scalar('vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', c.prefixHits);
+  scalar(
+    'vllm:prefix_cache_queries_total',
+    'counter',
+    'Prefix cache queries, in terms of number of queried tokens.',
+    c.prefixQueries,
+  );
+  scalar(
+    'vllm:prefix_cache_hits_total',
+    'counter',
+    'Prefix cache hits, in terms of number of cached tokens.',
+    c.prefixHits,
+  );
   scalar('vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.', c.preemptions);
   scalar('vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', c.promptTokens);
   scalar('vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.', c.generationTokens);
-  out.push('# HELP vllm:request_success_total Count of successfully processed requests.', '# TYPE vllm:request_success_total counter');
-  for (const [reason, n] of Object.entries(m.finished)) if (reason !== 'abort') out.push(`vllm:request_success_total{${labels},finished_reason="${reason}"} ${num(n)}`);
+  out.push(
+    '# HELP vllm:request_success_total Count of successfully processed requests.',
+    '# TYPE vllm:request_success_total counter',
+  );
+  for (const [reason, n] of Object.entries(m.finished))
+    if (reason !== 'abort') out.push(`vllm:request_success_total{${labels},finished_reason="${reason}"} ${num(n)}`);
   hist('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', m.ttft);
   hist('vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.', m.e2e);
   hist('vllm:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.', m.itl);

@@ -55,12 +55,21 @@ export interface SimServer {
 }
 
 export function defaultSimSetup(): Setup {
-  return { name: 'sim', gpu: findGpu('a100-sxm4-80gb')!, model: findModel('qwen3-8b')!, weights: 'bf16', kvCache: 'bf16', endpoint: 'sim' };
+  return {
+    name: 'sim',
+    gpu: findGpu('a100-sxm4-80gb')!,
+    model: findModel('qwen3-8b')!,
+    weights: 'bf16',
+    kvCache: 'bf16',
+    endpoint: 'sim',
+  };
 }
 
 // ---- request bodies ----
 const tokenIds = z.array(z.number().int().min(0));
-const streamOptions = z.looseObject({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() }).nullish();
+const streamOptions = z
+  .looseObject({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() })
+  .nullish();
 const common = {
   model: z.string().nullish(),
   max_tokens: z.number().int().min(1).nullish(),
@@ -264,7 +273,8 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         dispatch(res);
         const end = performance.now();
         stalled = end - due > Math.max(2, (2000 * res.duration) / speed);
-        if (opts.onStepWritten) opts.onStepWritten({ dueMs: due, startMs: start, endMs: end, tokens: res.tokens.length, stalled });
+        if (opts.onStepWritten)
+          opts.onStepWritten({ dueMs: due, startMs: start, endMs: end, tokens: res.tokens.length, stalled });
       }
     } finally {
       looping = false;
@@ -289,7 +299,15 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
       const g = (c.generationTokens - last.gen) / dt;
       const active = p > 0 || g > 0;
       if (active || lastActive)
-        log.stats({ promptTokensPerS: p, generationTokensPerS: g, running: engine.numRunning, waiting: engine.waiting, preemptions: c.preemptions - last.pre, kvUsage: engine.kvUsage, prefixHitRate: engine.rollingHitRate });
+        log.stats({
+          promptTokensPerS: p,
+          generationTokensPerS: g,
+          running: engine.numRunning,
+          waiting: engine.waiting,
+          preemptions: c.preemptions - last.pre,
+          kvUsage: engine.kvUsage,
+          prefixHitRate: engine.rollingHitRate,
+        });
       lastActive = active;
       last = { t: now, prompt: c.promptTokens, gen: c.generationTokens, pre: c.preemptions };
     }, every);
@@ -300,8 +318,14 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   const sockets = new Set<import('node:net').Socket>();
   const server = http.createServer((req, res) => {
     handle(req, res).catch((e) => {
-      const err = e instanceof HttpError ? e : new HttpError(500, `internal error: ${(e as Error).message}`, 'InternalServerError');
-      if (!res.headersSent) sendJson(req, res, err.status, { error: { message: err.message, type: err.type, param: err.param, code: err.status } });
+      const err =
+        e instanceof HttpError
+          ? e
+          : new HttpError(500, `internal error: ${(e as Error).message}`, 'InternalServerError');
+      if (!res.headersSent)
+        sendJson(req, res, err.status, {
+          error: { message: err.message, type: err.type, param: err.param, code: err.status },
+        });
       else res.end();
     });
   });
@@ -317,8 +341,10 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   server.requestTimeout = 0;
   server.headersTimeout = 60_000;
 
-  const remoteOf = (req: http.IncomingMessage) => `${req.socket.remoteAddress ?? '127.0.0.1'}:${req.socket.remotePort ?? 0}`;
-  const accessLog = (req: http.IncomingMessage, status: number) => log?.access(remoteOf(req), req.method ?? 'GET', req.url ?? '/', status);
+  const remoteOf = (req: http.IncomingMessage) =>
+    `${req.socket.remoteAddress ?? '127.0.0.1'}:${req.socket.remotePort ?? 0}`;
+  const accessLog = (req: http.IncomingMessage, status: number) =>
+    log?.access(remoteOf(req), req.method ?? 'GET', req.url ?? '/', status);
 
   function sendJson(req: http.IncomingMessage, res: http.ServerResponse, status: number, body: unknown) {
     const text = JSON.stringify(body);
@@ -332,26 +358,37 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     try {
       return JSON.parse(text);
     } catch (e) {
-      throw new HttpError(400, `The request body is not valid JSON (${(e as Error).message}): send a JSON object such as {"prompt": "Hello", "max_tokens": 16}`);
+      throw new HttpError(
+        400,
+        `The request body is not valid JSON (${(e as Error).message}): send a JSON object such as {"prompt": "Hello", "max_tokens": 16}`,
+      );
     }
   }
 
   function parse<T>(schema: z.ZodType<T>, body: unknown): T {
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new HttpError(400, 'The request body must be a JSON object, e.g. {"prompt": "Hello", "max_tokens": 16}');
+    if (body === null || typeof body !== 'object' || Array.isArray(body))
+      throw new HttpError(400, 'The request body must be a JSON object, e.g. {"prompt": "Hello", "max_tokens": 16}');
     const r = schema.safeParse(body);
-    if (!r.success) throw new HttpError(400, zodMessage(r.error), 'BadRequestError', r.error.issues[0]?.path.join('.') || null);
+    if (!r.success)
+      throw new HttpError(400, zodMessage(r.error), 'BadRequestError', r.error.issues[0]?.path.join('.') || null);
     return r.data;
   }
 
   function checkModel(name: string | null | undefined) {
-    if (name && !acceptedNames.has(name)) throw new HttpError(404, `The model \`${name}\` does not exist.`, 'NotFoundError', 'model');
+    if (name && !acceptedNames.has(name))
+      throw new HttpError(404, `The model \`${name}\` does not exist.`, 'NotFoundError', 'model');
   }
 
   function checkLength(promptLen: number, maxTokens: number | null | undefined): number {
     const maxLen = cfg.maxModelLen;
     if (maxTokens == null) {
       if (promptLen >= maxLen)
-        throw new HttpError(400, `This model's maximum context length is ${maxLen} tokens. However, you requested ${promptLen} tokens in the messages, Please reduce the length of the messages.`, 'BadRequestError', 'messages');
+        throw new HttpError(
+          400,
+          `This model's maximum context length is ${maxLen} tokens. However, you requested ${promptLen} tokens in the messages, Please reduce the length of the messages.`,
+          'BadRequestError',
+          'messages',
+        );
     } else if (promptLen + maxTokens > maxLen) {
       throw new HttpError(
         400,
@@ -362,7 +399,12 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     }
     const out = maxTokens ?? maxLen - promptLen;
     if (promptLen + out > poolTokens)
-      throw new HttpError(400, `The request needs ${promptLen + out} tokens of KV cache but the whole pool holds ${poolTokens} (GPU KV cache size): lower max_tokens or the prompt length.`, 'BadRequestError', 'max_tokens');
+      throw new HttpError(
+        400,
+        `The request needs ${promptLen + out} tokens of KV cache but the whole pool holds ${poolTokens} (GPU KV cache size): lower max_tokens or the prompt length.`,
+        'BadRequestError',
+        'max_tokens',
+      );
     return out;
   }
 
@@ -373,8 +415,15 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     else if (Array.isArray(prompt[0])) ids = prompt[0] as number[];
     else ids = prompt as number[];
     const bad = ids.find((t) => t >= cfg.vocab);
-    if (bad !== undefined) throw new HttpError(400, `Token id ${bad} is out of vocabulary (vocab_size ${cfg.vocab}): use ids in [0, ${cfg.vocab})`, 'BadRequestError', 'prompt');
-    if (!ids.length) throw new HttpError(400, 'The prompt is empty: send at least one token', 'BadRequestError', 'prompt');
+    if (bad !== undefined)
+      throw new HttpError(
+        400,
+        `Token id ${bad} is out of vocabulary (vocab_size ${cfg.vocab}): use ids in [0, ${cfg.vocab})`,
+        'BadRequestError',
+        'prompt',
+      );
+    if (!ids.length)
+      throw new HttpError(400, 'The prompt is empty: send at least one token', 'BadRequestError', 'prompt');
     return ids;
   }
 
@@ -415,31 +464,80 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
       stream && !(includeUsage && continuous)
         ? chunkTemplate((piece) =>
             kind === 'chat'
-              ? { id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: null }], usage: null }
-              : { id, object, created: createdAt, model: modelName, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: null, stop_reason: null }], usage: null },
+              ? {
+                  id,
+                  object,
+                  created: createdAt,
+                  model: modelName,
+                  choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: null }],
+                  usage: null,
+                }
+              : {
+                  id,
+                  object,
+                  created: createdAt,
+                  model: modelName,
+                  choices: [{ index: 0, text: piece, logprobs: null, finish_reason: null, stop_reason: null }],
+                  usage: null,
+                },
           )
         : undefined;
     if (stream) {
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+      res.writeHead(200, {
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-cache',
+        connection: 'keep-alive',
+      });
       res.flushHeaders();
       accessLog(req, 200);
     }
-    const finishReason = (r: SimRequest) => (r.finishReason === 'abort' ? 'abort' : r.finishReason ?? null);
+    const finishReason = (r: SimRequest) => (r.finishReason === 'abort' ? 'abort' : (r.finishReason ?? null));
     const s: Stream = {
       prepare(token, finished, r) {
         if (closed || ended) return;
         if (stream) {
           if (token >= 0) {
             if (kind === 'chat' && r.output.length === 1) {
-              sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }], usage: includeUsage && continuous ? usage(r) : null });
+              sse({
+                id,
+                object,
+                created: createdAt,
+                model: modelName,
+                choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
+                usage: includeUsage && continuous ? usage(r) : null,
+              });
             }
             if (!finished && tpl) out += tpl[0] + pieceJsonOf(token) + tpl[1];
             else {
               const piece = idToChar(token);
               const fr = finished ? finishReason(r) : null;
               const u = includeUsage && continuous ? usage(r) : null;
-              if (kind === 'chat') sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: fr, ...(finished ? { stop_reason: null } : {}) }], usage: u });
-              else sse({ id, object, created: createdAt, model: modelName, choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }], usage: u });
+              if (kind === 'chat')
+                sse({
+                  id,
+                  object,
+                  created: createdAt,
+                  model: modelName,
+                  choices: [
+                    {
+                      index: 0,
+                      delta: { content: piece },
+                      logprobs: null,
+                      finish_reason: fr,
+                      ...(finished ? { stop_reason: null } : {}),
+                    },
+                  ],
+                  usage: u,
+                });
+              else
+                sse({
+                  id,
+                  object,
+                  created: createdAt,
+                  model: modelName,
+                  choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }],
+                  usage: u,
+                });
             }
           }
           if (finished) {
@@ -451,9 +549,36 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
           if (finished) {
             const choice =
               kind === 'chat'
-                ? { index: 0, message: { role: 'assistant', content: text, refusal: null, tool_calls: [], reasoning_content: null }, logprobs: null, finish_reason: finishReason(r), stop_reason: null }
-                : { index: 0, text, logprobs: null, finish_reason: finishReason(r), stop_reason: null, prompt_logprobs: null };
-            finalBody = { id, object: kind === 'chat' ? 'chat.completion' : 'text_completion', created: createdAt, model: modelName, choices: [choice], usage: usage(r), prompt_logprobs: null };
+                ? {
+                    index: 0,
+                    message: {
+                      role: 'assistant',
+                      content: text,
+                      refusal: null,
+                      tool_calls: [],
+                      reasoning_content: null,
+                    },
+                    logprobs: null,
+                    finish_reason: finishReason(r),
+                    stop_reason: null,
+                  }
+                : {
+                    index: 0,
+                    text,
+                    logprobs: null,
+                    finish_reason: finishReason(r),
+                    stop_reason: null,
+                    prompt_logprobs: null,
+                  };
+            finalBody = {
+              id,
+              object: kind === 'chat' ? 'chat.completion' : 'text_completion',
+              created: createdAt,
+              model: modelName,
+              choices: [choice],
+              usage: usage(r),
+              prompt_logprobs: null,
+            };
           }
         }
         if (finished) ended = true;
@@ -471,7 +596,14 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         out = '';
       },
     };
-    const sim = engine.add({ id, prompt: ids, maxTokens, minTokens: body.min_tokens ?? 0, ignoreEos: !!body.ignore_eos, arrival: vnow() });
+    const sim = engine.add({
+      id,
+      prompt: ids,
+      maxTokens,
+      minTokens: body.min_tokens ?? 0,
+      ignoreEos: !!body.ignore_eos,
+      arrival: vnow(),
+    });
     sim.tag = s;
     res.on('close', () => {
       if (closed) return;
@@ -493,7 +625,10 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
       'GET /version': () => sendJson(req, res, 200, { version: '0.12.0' }),
       'GET /metrics': () => {
         const text = renderMetrics(engine, metrics, modelName);
-        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
+        res.writeHead(200, {
+          'content-type': 'text/plain; version=0.0.4; charset=utf-8',
+          'content-length': Buffer.byteLength(text),
+        });
         res.end(text);
         accessLog(req, 200);
       },
@@ -512,14 +647,35 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
               // Not in vLLM: tells a client this is the simulator running `speed`× faster than
               // simulated time, so it can report latencies in simulated time.
               inflab_sim_speed: speed,
-              permission: [{ id: `modelperm-${created}`, object: 'model_permission', created, allow_create_engine: false, allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: '*', group: null, is_blocking: false }],
+              permission: [
+                {
+                  id: `modelperm-${created}`,
+                  object: 'model_permission',
+                  created,
+                  allow_create_engine: false,
+                  allow_sampling: true,
+                  allow_logprobs: true,
+                  allow_search_indices: false,
+                  allow_view: true,
+                  allow_fine_tuning: false,
+                  organization: '*',
+                  group: null,
+                  is_blocking: false,
+                },
+              ],
             },
           ],
         }),
       'POST /tokenize': async () => {
         const b = parse(tokenizeBody, await jsonBody(req));
         checkModel(b.model);
-        const text = 'prompt' in b && typeof b.prompt === 'string' ? b.prompt : chatPrompt((b as { messages: { role: string; content?: string | null | { type: string; text?: string }[] }[] }).messages);
+        const text =
+          'prompt' in b && typeof b.prompt === 'string'
+            ? b.prompt
+            : chatPrompt(
+                (b as { messages: { role: string; content?: string | null | { type: string; text?: string }[] }[] })
+                  .messages,
+              );
         const tokens = tokenize(text, cfg.vocab);
         sendJson(req, res, 200, { count: tokens.length, max_model_len: cfg.maxModelLen, tokens, token_strs: null });
       },
@@ -527,7 +683,13 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         const b = parse(detokenizeBody, await jsonBody(req));
         checkModel(b.model);
         const bad = b.tokens.find((t) => t >= cfg.vocab);
-        if (bad !== undefined) throw new HttpError(400, `Token id ${bad} is out of vocabulary (vocab_size ${cfg.vocab})`, 'BadRequestError', 'tokens');
+        if (bad !== undefined)
+          throw new HttpError(
+            400,
+            `Token id ${bad} is out of vocabulary (vocab_size ${cfg.vocab})`,
+            'BadRequestError',
+            'tokens',
+          );
         sendJson(req, res, 200, { prompt: detokenize(b.tokens) });
       },
       'POST /v1/completions': async () => {

@@ -42,7 +42,12 @@ export interface ChatMessage {
 export function chatPrompt(messages: ChatMessage[]): string {
   let s = '';
   for (const m of messages) {
-    const c = typeof m.content === 'string' ? m.content : Array.isArray(m.content) ? m.content.map((p) => p.text ?? '').join('') : '';
+    const c =
+      typeof m.content === 'string'
+        ? m.content
+        : Array.isArray(m.content)
+          ? m.content.map((p) => p.text ?? '').join('')
+          : '';
     s += `<|im_start|>${m.role}\n${c}<|im_end|>\n`;
   }
   return s + '<|im_start|>assistant\n';

@@ -22,7 +22,13 @@ export interface ActivationFigures {
   /** The extension host's marks around require(main): compiling and running the bundle's top level (1 ms resolution). */
   require_ms?: number;
   /** VS Code's own figures for this extension (ms), from its Startup Performance view. */
-  vscode_record?: { load_code_ms: number; call_activate_ms: number; finish_activate_ms: number; event: string; eager: boolean };
+  vscode_record?: {
+    load_code_ms: number;
+    call_activate_ms: number;
+    finish_activate_ms: number;
+    event: string;
+    eager: boolean;
+  };
   note?: string;
 }
 
@@ -40,7 +46,13 @@ export function activationRow(text: string, id: string): ActivationFigures['vsco
     const [, eager, load, call, finish, event] = cells;
     const n = (s: string | undefined) => Number(s);
     if (![load, call, finish].every((s) => Number.isFinite(n(s)))) return undefined;
-    return { eager: eager === 'true', load_code_ms: n(load), call_activate_ms: n(call), finish_activate_ms: n(finish), event: event ?? '' };
+    return {
+      eager: eager === 'true',
+      load_code_ms: n(load),
+      call_activate_ms: n(call),
+      finish_activate_ms: n(finish),
+      event: event ?? '',
+    };
   }
   return undefined;
 }
@@ -61,7 +73,9 @@ async function vscodeRecord(id: string): Promise<ActivationFigures['vscode_recor
       if (row) return row;
       await new Promise((r) => setTimeout(r, 250));
     }
-    return doc ? 'the Startup Performance view did not list the extension within 20 s' : 'the Startup Performance view could not be read';
+    return doc
+      ? 'the Startup Performance view did not list the extension within 20 s'
+      : 'the Startup Performance view could not be read';
   } finally {
     await vscode.commands.executeCommand('workbench.action.closeAllEditors').then(undefined, () => undefined);
   }
@@ -69,9 +83,11 @@ async function vscodeRecord(id: string): Promise<ActivationFigures['vscode_recor
 
 /** ms between the extension host's marks around loading the extension's code, if it keeps them. */
 function requireMs(id: string): number | undefined {
-  const perf = (globalThis as { MonacoPerformanceMarks?: { getMarks(): { name: string; startTime: number }[] } }).MonacoPerformanceMarks;
+  const perf = (globalThis as { MonacoPerformanceMarks?: { getMarks(): { name: string; startTime: number }[] } })
+    .MonacoPerformanceMarks;
   const marks = perf?.getMarks?.() ?? [];
-  const at = (what: string) => marks.find((m) => m.name.toLowerCase() === `code/exthost/${what}/${id}`.toLowerCase())?.startTime;
+  const at = (what: string) =>
+    marks.find((m) => m.name.toLowerCase() === `code/exthost/${what}/${id}`.toLowerCase())?.startTime;
   const a = at('willLoadExtensionCode');
   const b = at('didLoadExtensionCode');
   return a !== undefined && b !== undefined ? b - a : undefined;

@@ -30,7 +30,11 @@ function assert(cond: unknown, msg: string): asserts cond {
   if (!cond) throw new Error(msg);
 }
 
-async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  fn: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 30_000,
+): Promise<T> {
   const t0 = Date.now();
   for (;;) {
     const v = await fn();
@@ -70,7 +74,9 @@ function scratch(): string {
 async function open(file: string): Promise<vscode.NotebookEditor> {
   const doc = await vscode.workspace.openNotebookDocument(vscode.Uri.file(file));
   const editor = await vscode.window.showNotebookDocument(doc);
-  await vscode.commands.executeCommand('notebook.selectKernel', { notebookEditor: editor, id: 'inflab-controller', extension: EXT_ID }).then(undefined, () => undefined);
+  await vscode.commands
+    .executeCommand('notebook.selectKernel', { notebookEditor: editor, id: 'inflab-controller', extension: EXT_ID })
+    .then(undefined, () => undefined);
   return editor;
 }
 
@@ -83,7 +89,12 @@ async function runAll(doc: vscode.NotebookDocument): Promise<void> {
   await vscode.commands.executeCommand('notebook.execute', doc.uri);
   await waitFor(
     'every inflab cell to finish',
-    () => codeCells(doc).every((c) => c.executionSummary?.timing?.endTime !== undefined && c.executionSummary.timing.endTime !== before.get(c.index)),
+    () =>
+      codeCells(doc).every(
+        (c) =>
+          c.executionSummary?.timing?.endTime !== undefined &&
+          c.executionSummary.timing.endTime !== before.get(c.index),
+      ),
     60_000,
   );
 }
@@ -122,12 +133,20 @@ async function save(doc: vscode.NotebookDocument): Promise<boolean> {
 
 async function appendCell(doc: vscode.NotebookDocument, source: string): Promise<vscode.NotebookCell> {
   const e = new vscode.WorkspaceEdit();
-  e.set(doc.uri, [vscode.NotebookEdit.insertCells(doc.cellCount, [new vscode.NotebookCellData(vscode.NotebookCellKind.Code, source, 'inflab')])]);
+  e.set(doc.uri, [
+    vscode.NotebookEdit.insertCells(doc.cellCount, [
+      new vscode.NotebookCellData(vscode.NotebookCellKind.Code, source, 'inflab'),
+    ]),
+  ]);
   assert(await vscode.workspace.applyEdit(e), 'cell inserted');
   return doc.cellAt(doc.cellCount - 1);
 }
 
-async function diagnosticsOf(cell: vscode.NotebookCell, what: string, pred: (d: vscode.Diagnostic[]) => boolean): Promise<vscode.Diagnostic[]> {
+async function diagnosticsOf(
+  cell: vscode.NotebookCell,
+  what: string,
+  pred: (d: vscode.Diagnostic[]) => boolean,
+): Promise<vscode.Diagnostic[]> {
   return waitFor(what, () => {
     const d = vscode.languages.getDiagnostics(cell.document.uri);
     return pred(d) ? d : undefined;
@@ -147,7 +166,10 @@ function trustedTests(): TestCase[] {
         doc = editor.notebook;
         assert(doc.notebookType === 'inflab', `notebook type ${doc.notebookType}`);
         assert(codeCells(doc).length >= 2, `expected inflab code cells, got ${codeCells(doc).length}`);
-        assert(doc.getCells().some((c) => c.kind === vscode.NotebookCellKind.Markup), 'a markdown cell');
+        assert(
+          doc.getCells().some((c) => c.kind === vscode.NotebookCellKind.Markup),
+          'a markdown cell',
+        );
         await api();
         assert(vscode.extensions.getExtension(EXT_ID)!.isActive, 'the extension is active');
       },
@@ -170,24 +192,46 @@ function trustedTests(): TestCase[] {
         await runAll(doc);
         const cells = codeCells(doc);
         const orders = cells.map((c) => c.executionSummary?.executionOrder ?? -1);
-        assert(orders.every((o, i) => o > 0 && (i === 0 || o > orders[i - 1])), `execution order ${orders}`);
+        assert(
+          orders.every((o, i) => o > 0 && (i === 0 || o > orders[i - 1])),
+          `execution order ${orders}`,
+        );
         for (const c of cells) {
-          assert(c.executionSummary?.success === true, `cell ${c.index} failed: ${mimesOf(c)} ${c.outputs.map((o) => o.items.map((i) => new TextDecoder().decode(i.data).slice(0, 200)))}`);
+          assert(
+            c.executionSummary?.success === true,
+            `cell ${c.index} failed: ${mimesOf(c)} ${c.outputs.map((o) => o.items.map((i) => new TextDecoder().decode(i.data).slice(0, 200)))}`,
+          );
           const t = c.executionSummary?.timing;
           assert(t && t.endTime >= t.startTime, `cell ${c.index} has a duration`);
         }
         const setup = cells[0];
-        assert(mimesOf(setup).some((m) => m.includes(MIME.html)), `setup outputs ${JSON.stringify(mimesOf(setup))}`);
+        assert(
+          mimesOf(setup).some((m) => m.includes(MIME.html)),
+          `setup outputs ${JSON.stringify(mimesOf(setup))}`,
+        );
         const predict = cells.find((c) => c.document.getText().startsWith('predict: decode-roofline'))!;
         const m = mimesOf(predict);
-        assert(m.some((o) => o.includes(MIME.html)), `a table (text/html) in ${JSON.stringify(m)}`);
+        assert(
+          m.some((o) => o.includes(MIME.html)),
+          `a table (text/html) in ${JSON.stringify(m)}`,
+        );
         const plot = predict.outputs.find((o) => o.items.some((i) => i.mime === MIME.vl5 || i.mime === MIME.vl6));
         assert(plot, `a Vega-Lite output in ${JSON.stringify(m)}`);
         const svg = plot.items.find((i) => i.mime === MIME.svg);
-        assert(svg && new TextDecoder().decode(svg.data).includes('<svg'), 'the plot output also carries image/svg+xml');
-        const spec = JSON.parse(new TextDecoder().decode(plot.items.find((i) => i.mime.startsWith('application/vnd.vegalite'))!.data));
-        assert(typeof spec.$schema === 'string' && spec.$schema.includes('vega-lite'), 'the spec names its Vega-Lite schema');
-        const html = new TextDecoder().decode(predict.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.html)!.data);
+        assert(
+          svg && new TextDecoder().decode(svg.data).includes('<svg'),
+          'the plot output also carries image/svg+xml',
+        );
+        const spec = JSON.parse(
+          new TextDecoder().decode(plot.items.find((i) => i.mime.startsWith('application/vnd.vegalite'))!.data),
+        );
+        assert(
+          typeof spec.$schema === 'string' && spec.$schema.includes('vega-lite'),
+          'the spec names its Vega-Lite schema',
+        );
+        const html = new TextDecoder().decode(
+          predict.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.html)!.data,
+        );
         assert(html.includes('<table'), 'the table is an HTML table');
       },
     },
@@ -197,7 +241,10 @@ function trustedTests(): TestCase[] {
       timeoutMs: 60_000,
       fn: async () => {
         const predict = codeCells(doc).find((c) => c.document.getText().startsWith('predict: decode-roofline'))!;
-        editor.revealRange(new vscode.NotebookRange(predict.index, predict.index + 1), vscode.NotebookEditorRevealType.AtTop);
+        editor.revealRange(
+          new vscode.NotebookRange(predict.index, predict.index + 1),
+          vscode.NotebookEditorRevealType.AtTop,
+        );
         const r = await ask('/webview-svg');
         assert(r.ok, `no SVG drawn by the renderer: ${r.detail}`);
         say(`    webview: ${r.detail}`);
@@ -223,7 +270,10 @@ function trustedTests(): TestCase[] {
         const items = json.cells.flatMap((c: any) => (c.outputs ?? []).flatMap((o: any) => o.items));
         const vl = items.find((i: any) => i.mime === MIME.vl5 || i.mime === MIME.vl6);
         assert(vl && typeof vl.data === 'object', 'the Vega-Lite spec is stored as JSON, not as a string');
-        assert(json.cells.some((c: any) => c.lastRun?.executionOrder && c.lastRun.endTime >= c.lastRun.startTime), 'lastRun saved');
+        assert(
+          json.cells.some((c: any) => c.lastRun?.executionOrder && c.lastRun.endTime >= c.lastRun.startTime),
+          'lastRun saved',
+        );
         await dirtyWithoutChange(doc);
         assert(await save(doc), 'second save succeeded');
         assert(first.equals(fs.readFileSync(file)), 'an executed notebook changed bytes on a second save');
@@ -232,12 +282,23 @@ function trustedTests(): TestCase[] {
     {
       name: 'a schema error is a diagnostic on the offending line, and an error output when run',
       fn: async () => {
-        const cell = await appendCell(doc, 'predict: decode-roofline\nname: broken\nbatch: [1, 2, 4]\ncontext: 1k bananas\n');
-        const diags = await diagnosticsOf(cell, 'a diagnostic on the broken cell', (d) => d.some((x) => x.severity === vscode.DiagnosticSeverity.Error));
+        const cell = await appendCell(
+          doc,
+          'predict: decode-roofline\nname: broken\nbatch: [1, 2, 4]\ncontext: 1k bananas\n',
+        );
+        const diags = await diagnosticsOf(cell, 'a diagnostic on the broken cell', (d) =>
+          d.some((x) => x.severity === vscode.DiagnosticSeverity.Error),
+        );
         const err = diags.find((x) => x.severity === vscode.DiagnosticSeverity.Error)!;
         assert(err.range.start.line === 3, `diagnostic on line ${err.range.start.line} (want 3): ${err.message}`);
-        assert(err.source === 'inflab' && /banana|unit/i.test(err.message), `message says what to write: ${err.message}`);
-        await vscode.commands.executeCommand('notebook.cell.execute', { ranges: [{ start: cell.index, end: cell.index + 1 }], document: doc.uri });
+        assert(
+          err.source === 'inflab' && /banana|unit/i.test(err.message),
+          `message says what to write: ${err.message}`,
+        );
+        await vscode.commands.executeCommand('notebook.cell.execute', {
+          ranges: [{ start: cell.index, end: cell.index + 1 }],
+          document: doc.uri,
+        });
         await waitFor('the broken cell to finish', () => cell.executionSummary?.success === false);
         const item = cell.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.error);
         assert(item, `an error output, got ${JSON.stringify(mimesOf(cell))}`);
@@ -252,8 +313,16 @@ function trustedTests(): TestCase[] {
       name: 'a corrupt or newer-version file opens no editable notebook and keeps its bytes',
       fn: async () => {
         const cases: [string, string, RegExp][] = [
-          ['truncated.inflab', '{\n  "inflab": 1,\n  "cells": [\n    {\n      "kind": "code",\n      "language": "inflab",\n      "source": ["setup: x"', /JSON/],
-          ['invalid.inflab', '{\n  "inflab": 1,\n  "cells": [{"kind": "code", "source": ["setup: x"]}]\n}\n', /language/],
+          [
+            'truncated.inflab',
+            '{\n  "inflab": 1,\n  "cells": [\n    {\n      "kind": "code",\n      "language": "inflab",\n      "source": ["setup: x"',
+            /JSON/,
+          ],
+          [
+            'invalid.inflab',
+            '{\n  "inflab": 1,\n  "cells": [{"kind": "code", "source": ["setup: x"]}]\n}\n',
+            /language/,
+          ],
           ['newer.inflab', '{\n  "inflab": 99,\n  "cells": []\n}\n', /newer/],
         ];
         for (const [name, text, re] of cases) {
@@ -275,10 +344,17 @@ function trustedTests(): TestCase[] {
     {
       name: 'a record cell with an impossible TTFT gets a warning on the ttft line, before and after running',
       fn: async () => {
-        const cell = await appendCell(doc, 'record: day4 validation run\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nprompt: 1000 tokens\nttft: 23 ms\n');
-        const onTtft = (d: vscode.Diagnostic[]) => d.some((x) => x.severity === vscode.DiagnosticSeverity.Warning && x.range.start.line === 4);
+        const cell = await appendCell(
+          doc,
+          'record: day4 validation run\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nprompt: 1000 tokens\nttft: 23 ms\n',
+        );
+        const onTtft = (d: vscode.Diagnostic[]) =>
+          d.some((x) => x.severity === vscode.DiagnosticSeverity.Warning && x.range.start.line === 4);
         await diagnosticsOf(cell, 'a warning on the ttft line before running', onTtft);
-        await vscode.commands.executeCommand('notebook.cell.execute', { ranges: [{ start: cell.index, end: cell.index + 1 }], document: doc.uri });
+        await vscode.commands.executeCommand('notebook.cell.execute', {
+          ranges: [{ start: cell.index, end: cell.index + 1 }],
+          document: doc.uri,
+        });
         await waitFor('the record cell to finish', () => cell.executionSummary?.success !== undefined);
         await diagnosticsOf(cell, 'a warning on the ttft line after running', onTtft);
       },
@@ -287,27 +363,53 @@ function trustedTests(): TestCase[] {
       name: 'hovering a quantity shows it in other units',
       fn: async () => {
         const predict = codeCells(doc).find((c) => c.document.getText().startsWith('predict: decode-roofline'))!;
-        const line = predict.document.getText().split('\n').findIndex((l) => l.startsWith('context:'));
-        const hovers = await vscode.commands.executeCommand<vscode.Hover[]>('vscode.executeHoverProvider', predict.document.uri, new vscode.Position(line, 12));
-        const text = hovers.flatMap((h) => h.contents.map((c) => (typeof c === 'string' ? c : 'value' in c ? c.value : ''))).join('\n');
+        const line = predict.document
+          .getText()
+          .split('\n')
+          .findIndex((l) => l.startsWith('context:'));
+        const hovers = await vscode.commands.executeCommand<vscode.Hover[]>(
+          'vscode.executeHoverProvider',
+          predict.document.uri,
+          new vscode.Position(line, 12),
+        );
+        const text = hovers
+          .flatMap((h) => h.contents.map((c) => (typeof c === 'string' ? c : 'value' in c ? c.value : '')))
+          .join('\n');
         assert(/token/i.test(text), `a hover on "context: 1k tokens": ${text.slice(0, 300)}`);
       },
     },
     {
       name: 'the quick fix for a fixed seed sets per-point seeds in the cell',
       fn: async () => {
-        const cell = await appendCell(doc, 'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2]\nseed: 7\n');
-        const diags = await diagnosticsOf(cell, 'a warning on the seed line', (d) => d.some((x) => x.range.start.line === 4 && x.severity === vscode.DiagnosticSeverity.Warning));
+        const cell = await appendCell(
+          doc,
+          'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2]\nseed: 7\n',
+        );
+        const diags = await diagnosticsOf(cell, 'a warning on the seed line', (d) =>
+          d.some((x) => x.range.start.line === 4 && x.severity === vscode.DiagnosticSeverity.Warning),
+        );
         const d = diags.find((x) => x.range.start.line === 4)!;
         // The command needs the cell's text model in the window: show the cell first.
-        editor.revealRange(new vscode.NotebookRange(cell.index, cell.index + 1), vscode.NotebookEditorRevealType.Default);
+        editor.revealRange(
+          new vscode.NotebookRange(cell.index, cell.index + 1),
+          vscode.NotebookEditorRevealType.Default,
+        );
         await vscode.window.showTextDocument(cell.document);
-        const actions = await waitFor('code actions for the seed warning', () =>
-          Promise.resolve(vscode.commands.executeCommand<vscode.CodeAction[]>('vscode.executeCodeActionProvider', cell.document.uri, new vscode.Range(d.range.start, d.range.end))).then(
-            (a) => a,
-            () => undefined,
-          ),
-        10_000);
+        const actions = await waitFor(
+          'code actions for the seed warning',
+          () =>
+            Promise.resolve(
+              vscode.commands.executeCommand<vscode.CodeAction[]>(
+                'vscode.executeCodeActionProvider',
+                cell.document.uri,
+                new vscode.Range(d.range.start, d.range.end),
+              ),
+            ).then(
+              (a) => a,
+              () => undefined,
+            ),
+          10_000,
+        );
         const fix = actions.find((a) => /per-point/i.test(a.title) && a.edit);
         assert(fix, `a quick fix among: ${actions.map((a) => a.title).join(', ')}`);
         assert(await vscode.workspace.applyEdit(fix.edit!), 'quick fix applied');
@@ -322,24 +424,39 @@ function trustedTests(): TestCase[] {
       name: 'a short bench sweep against the simulated endpoint grows its output point by point',
       timeoutMs: 120_000,
       fn: async () => {
-        const cell = await appendCell(doc, 'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2, 4]\nrequests: 6\n');
+        const cell = await appendCell(
+          doc,
+          'bench: sweep\ninput: 200 tokens\noutput: 16 tokens\nconcurrency: [1, 2, 4]\nrequests: 6\n',
+        );
         const snapshots: string[] = [];
         const sub = vscode.workspace.onDidChangeNotebookDocument((ev) => {
           for (const ch of ev.cellChanges) {
             if (ch.cell !== cell || !ch.outputs || ch.cell.executionSummary?.timing?.endTime) continue;
-            const text = ch.outputs.flatMap((o) => o.items.filter((i) => i.mime === 'text/plain').map((i) => new TextDecoder().decode(i.data))).join('\n');
+            const text = ch.outputs
+              .flatMap((o) =>
+                o.items.filter((i) => i.mime === 'text/plain').map((i) => new TextDecoder().decode(i.data)),
+              )
+              .join('\n');
             if (text && snapshots[snapshots.length - 1] !== text) snapshots.push(text);
           }
         });
         try {
-          await vscode.commands.executeCommand('notebook.cell.execute', { ranges: [{ start: cell.index, end: cell.index + 1 }], document: doc.uri });
+          await vscode.commands.executeCommand('notebook.cell.execute', {
+            ranges: [{ start: cell.index, end: cell.index + 1 }],
+            document: doc.uri,
+          });
           await waitFor('the sweep to finish', () => cell.executionSummary?.timing?.endTime !== undefined, 110_000);
         } finally {
           sub.dispose();
         }
-        const detail = cell.outputs.flatMap((o) => o.items.map((i) => `${i.mime}: ${new TextDecoder().decode(i.data).slice(0, 300)}`)).join('\n');
+        const detail = cell.outputs
+          .flatMap((o) => o.items.map((i) => `${i.mime}: ${new TextDecoder().decode(i.data).slice(0, 300)}`))
+          .join('\n');
         assert(cell.executionSummary?.success === true, `the sweep failed:\n${detail}`);
-        assert(snapshots.length >= 2, `outputs replaced while running ${snapshots.length} time(s); want at least 2 (one per finished point)`);
+        assert(
+          snapshots.length >= 2,
+          `outputs replaced while running ${snapshots.length} time(s); want at least 2 (one per finished point)`,
+        );
         const m = mimesOf(cell).flat();
         assert(m.includes(MIME.html) && (m.includes(MIME.vl5) || m.includes(MIME.vl6)), `sweep outputs: ${m}`);
         say(`    the output grew ${snapshots.length} times while the sweep ran`);
@@ -380,23 +497,48 @@ function trustedTests(): TestCase[] {
           // The user's own settings name the first host; the second comes only from the notebook.
           await cfg.update('trustedEndpoints', [urlOf(allowed)], vscode.ConfigurationTarget.Global);
           for (const srv of [allowed, other]) {
-            const cell = await appendCell(doc, `bench: sweep\nendpoint: ${urlOf(srv)}\ninput: 50 tokens\noutput: 4 tokens\nconcurrency: [1]\nrequests: 2\nscrape: false\n`);
+            const cell = await appendCell(
+              doc,
+              `bench: sweep\nendpoint: ${urlOf(srv)}\ninput: 50 tokens\noutput: 4 tokens\nconcurrency: [1]\nrequests: 2\nscrape: false\n`,
+            );
             cells.push(cell);
             const order = cell.executionSummary?.executionOrder;
             // A host named only by the notebook asks first; under test the dialog is refused.
-            void Promise.resolve(vscode.commands.executeCommand('notebook.cell.execute', { ranges: [{ start: cell.index, end: cell.index + 1 }], document: doc.uri })).then(undefined, () => undefined);
-            await waitFor('the bench cell to finish', () => cell.executionSummary?.timing?.endTime !== undefined && cell.executionSummary.executionOrder !== order, 60_000);
+            void Promise.resolve(
+              vscode.commands.executeCommand('notebook.cell.execute', {
+                ranges: [{ start: cell.index, end: cell.index + 1 }],
+                document: doc.uri,
+              }),
+            ).then(undefined, () => undefined);
+            await waitFor(
+              'the bench cell to finish',
+              () =>
+                cell.executionSummary?.timing?.endTime !== undefined && cell.executionSummary.executionOrder !== order,
+              60_000,
+            );
           }
           assert(seen.length > 0, 'the allowed endpoint got no request');
-          assert(seen.every((s) => s.auth === `Bearer ${KEY}`), `Authorization headers sent: ${seen.map((s) => (s.auth === `Bearer ${KEY}` ? 'the key' : String(s.auth)))}`);
-          assert(unasked.length === 0, `the notebook-named host got ${unasked.length} request(s) without being confirmed`);
-          const refusal = cells[1].outputs.flatMap((o) => o.items).map((i) => new TextDecoder().decode(i.data)).join('\n');
+          assert(
+            seen.every((s) => s.auth === `Bearer ${KEY}`),
+            `Authorization headers sent: ${seen.map((s) => (s.auth === `Bearer ${KEY}` ? 'the key' : String(s.auth)))}`,
+          );
+          assert(
+            unasked.length === 0,
+            `the notebook-named host got ${unasked.length} request(s) without being confirmed`,
+          );
+          const refusal = cells[1].outputs
+            .flatMap((o) => o.items)
+            .map((i) => new TextDecoder().decode(i.data))
+            .join('\n');
           assert(/not allowed|confirm/i.test(refusal), `the refused cell says why: ${refusal.slice(0, 300)}`);
           await dirtyWithoutChange(doc).catch(() => undefined);
           assert(await save(doc), 'saved');
           const bytes = fs.readFileSync(path.join(dir, 'day4.inflab'), 'utf8');
           assert(!bytes.includes(KEY), 'the API key was written into the notebook');
-          const shown = doc.getCells().flatMap((c) => c.outputs.flatMap((o) => o.items.map((i) => new TextDecoder().decode(i.data)))).join('\n');
+          const shown = doc
+            .getCells()
+            .flatMap((c) => c.outputs.flatMap((o) => o.items.map((i) => new TextDecoder().decode(i.data))))
+            .join('\n');
           assert(!shown.includes(KEY), 'the API key appears in an output');
         } finally {
           allowed.close();
@@ -405,7 +547,11 @@ function trustedTests(): TestCase[] {
           await vscode.commands.executeCommand('inflab.clearApiKey');
           if (cells.length) {
             const e = new vscode.WorkspaceEdit();
-            e.set(doc.uri, [vscode.NotebookEdit.deleteCells(new vscode.NotebookRange(cells[0].index, cells[cells.length - 1].index + 1))]);
+            e.set(doc.uri, [
+              vscode.NotebookEdit.deleteCells(
+                new vscode.NotebookRange(cells[0].index, cells[cells.length - 1].index + 1),
+              ),
+            ]);
             await vscode.workspace.applyEdit(e);
           }
         }
@@ -454,7 +600,9 @@ function editorSafetyTests(executed: () => string): TestCase[] {
         fs.writeFileSync(file, earlier);
         const doc = await openCopy(file);
         try {
-          const want = JSON.parse(current).cells.map((c: any) => (c.outputs ?? []).map((o: any) => o.items.map((i: any) => i.mime).join()).join('|'));
+          const want = JSON.parse(current).cells.map((c: any) =>
+            (c.outputs ?? []).map((o: any) => o.items.map((i: any) => i.mime).join()).join('|'),
+          );
           const got = doc.getCells().map((c) => c.outputs.map((o) => o.items.map((i) => i.mime).join()).join('|'));
           assert(JSON.stringify(got) === JSON.stringify(want), `outputs opened: ${JSON.stringify(got)}`);
           assert(fs.readFileSync(file, 'utf8') === earlier, 'opening changed the file');
@@ -487,12 +635,21 @@ function editorSafetyTests(executed: () => string): TestCase[] {
           const later = new Date(Date.now() + 5_000);
           fs.utimesSync(file, later, later);
           await new Promise((r) => setTimeout(r, 1_500)); // time for VS Code's file watcher to see it
-          assert(doc.isDirty && firstCodeText(doc).startsWith('# typed while the file changed on disk'), 'the editor was not reloaded over the unsaved edit');
+          assert(
+            doc.isDirty && firstCodeText(doc).startsWith('# typed while the file changed on disk'),
+            'the editor was not reloaded over the unsaved edit',
+          );
           const saved = await doc.save();
-          assert(saved === false, 'the save of the stale copy reports failure (VS Code: "the content of the file is newer")');
+          assert(
+            saved === false,
+            'the save of the stale copy reports failure (VS Code: "the content of the file is newer")',
+          );
           await new Promise((r) => setTimeout(r, 500));
           assert(fs.readFileSync(file, 'utf8') === theirs, "the other program's bytes are on disk, byte for byte");
-          assert(doc.isDirty && firstCodeText(doc).startsWith('# typed while the file changed on disk'), 'the unsaved edit is still in the editor');
+          assert(
+            doc.isDirty && firstCodeText(doc).startsWith('# typed while the file changed on disk'),
+            'the unsaved edit is still in the editor',
+          );
         } finally {
           await revertAndClose(doc);
         }
@@ -517,9 +674,18 @@ function editorSafetyTests(executed: () => string): TestCase[] {
           const saved = await doc.save();
           assert(saved === false, 'the save reports failure');
           assert(fs.readFileSync(path.join(moved, 'day4.inflab')).equals(original), 'the original bytes are intact');
-          assert(fs.readFileSync(lab, 'utf8') === 'a file, not a folder\n', "the file in the folder's place is untouched");
-          assert(fs.readdirSync(moved).join() === 'day4.inflab', `nothing else written beside the original: ${fs.readdirSync(moved)}`);
-          assert(doc.isDirty && firstCodeText(doc).startsWith('# typed before the save failed'), 'the edit is still in the editor');
+          assert(
+            fs.readFileSync(lab, 'utf8') === 'a file, not a folder\n',
+            "the file in the folder's place is untouched",
+          );
+          assert(
+            fs.readdirSync(moved).join() === 'day4.inflab',
+            `nothing else written beside the original: ${fs.readdirSync(moved)}`,
+          );
+          assert(
+            doc.isDirty && firstCodeText(doc).startsWith('# typed before the save failed'),
+            'the edit is still in the editor',
+          );
         } finally {
           fs.rmSync(lab, { force: true });
           if (fs.existsSync(moved)) fs.renameSync(moved, lab);
@@ -537,7 +703,8 @@ function restrictedTests(): TestCase[] {
   return [
     {
       name: 'Restricted Mode: the workspace is not trusted',
-      fn: () => assert(vscode.workspace.isTrusted === false, 'the workspace is trusted; this pass needs Restricted Mode'),
+      fn: () =>
+        assert(vscode.workspace.isTrusted === false, 'the workspace is trusted; this pass needs Restricted Mode'),
     },
     {
       name: 'Restricted Mode: an executed notebook opens with its saved outputs',
@@ -547,7 +714,10 @@ function restrictedTests(): TestCase[] {
         before = fs.readFileSync(file, 'utf8');
         editor = await open(file);
         const outs = codeCells(editor.notebook).flatMap((c) => c.outputs.flatMap((o) => o.items.map((i) => i.mime)));
-        assert(outs.includes(MIME.html) && (outs.includes(MIME.vl6) || outs.includes(MIME.vl5)), `saved outputs: ${outs}`);
+        assert(
+          outs.includes(MIME.html) && (outs.includes(MIME.vl6) || outs.includes(MIME.vl5)),
+          `saved outputs: ${outs}`,
+        );
       },
     },
     {
@@ -555,8 +725,13 @@ function restrictedTests(): TestCase[] {
       skip: bridge ? false : 'needs the browser harness (INFLAB_TEST_BRIDGE)',
       timeoutMs: 60_000,
       fn: async () => {
-        const predict = codeCells(editor.notebook).find((c) => c.document.getText().startsWith('predict: decode-roofline'))!;
-        editor.revealRange(new vscode.NotebookRange(predict.index, predict.index + 1), vscode.NotebookEditorRevealType.AtTop);
+        const predict = codeCells(editor.notebook).find((c) =>
+          c.document.getText().startsWith('predict: decode-roofline'),
+        )!;
+        editor.revealRange(
+          new vscode.NotebookRange(predict.index, predict.index + 1),
+          vscode.NotebookEditorRevealType.AtTop,
+        );
         const r = await ask('/webview-svg');
         assert(r.ok, `no SVG drawn: ${r.detail}`);
       },
@@ -569,7 +744,10 @@ function restrictedTests(): TestCase[] {
         const orders = codeCells(nb).map((c) => c.executionSummary?.executionOrder);
         // VS Code asks for trust before any notebook execution (and refuses the dialog under test);
         // the command may never settle, so it is not awaited.
-        void Promise.resolve(vscode.commands.executeCommand('notebook.execute', nb.uri)).then(undefined, () => undefined);
+        void Promise.resolve(vscode.commands.executeCommand('notebook.execute', nb.uri)).then(
+          undefined,
+          () => undefined,
+        );
         await new Promise((r) => setTimeout(r, 3_000));
         // The controller's own guard, for any path that reaches it without trust.
         const refusals = a.controller.restrictedRefusals;

@@ -34,14 +34,22 @@ export async function runTests(tests: TestCase[]): Promise<{ passed: number; fai
     try {
       await Promise.race([
         Promise.resolve().then(t.fn),
-        new Promise((_r, rej) => (timer = setTimeout(() => rej(new Error(`timed out after ${t.timeoutMs ?? 60_000} ms`)), t.timeoutMs ?? 60_000))),
+        new Promise(
+          (_r, rej) =>
+            (timer = setTimeout(
+              () => rej(new Error(`timed out after ${t.timeoutMs ?? 60_000} ms`)),
+              t.timeoutMs ?? 60_000,
+            )),
+        ),
       ]);
       passed++;
       say(`✔ ${t.name} (${Date.now() - t0} ms)`);
     } catch (e) {
       failed++;
       const err = e as Error;
-      say(`✖ ${t.name} (${Date.now() - t0} ms)\n    ${(err?.stack ?? String(e)).split('\n').slice(0, 6).join('\n    ')}`);
+      say(
+        `✖ ${t.name} (${Date.now() - t0} ms)\n    ${(err?.stack ?? String(e)).split('\n').slice(0, 6).join('\n    ')}`,
+      );
     } finally {
       clearTimeout(timer);
     }
