@@ -19,9 +19,7 @@ import { fromColumnar, toColumnar } from '../../src/core/bench/records';
 import { interArrivals, pointSeed, promptSource } from '../../src/core/bench/prompts';
 
 const require = createRequire(import.meta.url);
-const parseIndependent: (
-  text: string,
-) => {
+const parseIndependent: (text: string) => {
   name: string;
   type: string;
   metrics: {
