@@ -6,6 +6,7 @@ import { decodeRooflineKind } from './predictDecodeRoofline';
 import { compareKind } from './compare';
 import { recordKind } from './record';
 import { floorsKind } from './predictFloors';
+import { importKind } from './import';
 import { kvPoolKind } from './predictKvPool';
 import { rooflineKind } from './predictRoofline';
 import { servingKind } from './predictServing';
@@ -23,4 +24,5 @@ export const KINDS: KindModule[] = [
   auditKind,
   benchSweepKind,
   benchRateKind,
+  importKind,
 ];

@@ -1,0 +1,157 @@
+/**
+ * `import: results/c16.json` — a result file of another load generator (vLLM `bench serve
+ * --save-result`, GuideLLM, AIPerf, genai-bench), translated into vLLM's metric definitions and
+ * said so, so a run made with any tool gets InfLab's tables, checks and comparisons.
+ *
+ *   import: results/guidellm-benchmarks.json
+ *   tool: guidellm          # optional: sniffed from the file's keys
+ */
+import * as path from 'node:path';
+import { z } from 'zod';
+import { tableOutput } from '../engine/outputs';
+import type { KindModule, NotebookContext } from '../engine/types';
+import { CellError, finding, type Finding } from '../findings';
+import { parseResult } from '../imports/parsers';
+import {
+  IMPORT_TOOLS,
+  percentileStat,
+  type ImportedPoint,
+  type ImportedRun,
+  type LatencyMetric,
+} from '../imports/types';
+
+const schema = z
+  .object({
+    import: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)], {
+      error: 'import: give the path of a result file relative to the notebook (results/c16.json), or a list of them',
+    }),
+    tool: z.enum(IMPORT_TOOLS).optional(),
+    /** genai-bench writes seconds unless it was run with metrics_time_unit=ms. */
+    time_unit: z.enum(['s', 'ms']).optional(),
+    /** Percentiles computed from per-request arrays where the file has them (vLLM's). */
+    percentiles: z.array(z.number().gt(0).lt(100)).min(1).default([90, 99]),
+  })
+  .strict();
+
+type Cell = z.output<typeof schema>;
+
+/** A result file is small; anything larger is not one (and is not read into memory). */
+const MAX_RESULT_BYTES = 256 * 1024 * 1024;
+
+async function readResult(nb: NotebookContext, rel: string): Promise<unknown> {
+  const abs = path.resolve(nb.dir, rel);
+  let text: string;
+  try {
+    if (nb.services.readFile) text = await nb.services.readFile(abs);
+    else {
+      const fs = await import('node:fs/promises');
+      const st = await fs.stat(abs);
+      if (!st.isFile()) throw new Error('not a regular file');
+      if (st.size > MAX_RESULT_BYTES) throw new Error(`${st.size} bytes: larger than any result file`);
+      text = await fs.readFile(abs, 'utf8');
+    }
+  } catch (e) {
+    throw new CellError(`Cannot read "${rel}": ${(e as Error).message}`, ['import'], 'import-read-failed');
+  }
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw new CellError(`"${rel}" is not JSON: ${(e as Error).message}`, ['import'], 'import-not-json');
+  }
+}
+
+const METRICS: LatencyMetric[] = ['ttft', 'tpot', 'itl', 'e2e'];
+const METRIC_LABEL: Record<LatencyMetric, string> = { ttft: 'TTFT', tpot: 'TPOT', itl: 'ITL', e2e: 'E2E' };
+
+/** The values a later cell reads: per point, each metric's statistics in ms (`ttft_ms.p99`). */
+function pointValues(p: ImportedPoint): Record<string, unknown> {
+  const v: Record<string, unknown> = { label: p.label };
+  if (p.concurrency !== undefined) v.concurrency = p.concurrency;
+  if (p.rate !== undefined) v.rate_req_s = p.rate;
+  for (const m of METRICS) if (p.latency[m]) v[`${m}_ms`] = { ...p.latency[m] };
+  if (p.outputTokS !== undefined) v.output_throughput_tok_s = p.outputTokS;
+  if (p.totalTokS !== undefined) v.total_throughput_tok_s = p.totalTokS;
+  if (p.requestS !== undefined) v.request_throughput_req_s = p.requestS;
+  if (p.meanInputTokens !== undefined) v.mean_input_tokens = p.meanInputTokens;
+  if (p.meanOutputTokens !== undefined) v.mean_output_tokens = p.meanOutputTokens;
+  if (p.completed !== undefined) v.completed = p.completed;
+  if (p.failed !== undefined) v.failed = p.failed;
+  if (p.durationS !== undefined) v.duration_s = p.durationS;
+  return v;
+}
+
+const ms = (x: number | undefined) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) : x.toPrecision(3));
+
+export const importKind: KindModule<Cell> = {
+  key: 'import',
+  summary:
+    'import: FILE — a result file of vllm bench serve, GuideLLM, AIPerf or genai-bench, translated into vLLM’s metric definitions',
+  schema,
+  async run(cell, ctx) {
+    const files = Array.isArray(cell.import) ? cell.import : [cell.import];
+    const runs: ImportedRun[] = [];
+    for (const [i, f] of files.entries()) {
+      const raw = await readResult(ctx.notebook, f);
+      try {
+        runs.push(parseResult(raw, { tool: cell.tool, percentiles: cell.percentiles, timeUnit: cell.time_unit }));
+      } catch (e) {
+        const msg = e instanceof z.ZodError ? z.prettifyError(e).replace(/\n/g, '; ') : (e as Error).message;
+        throw new CellError(
+          `"${f}"${cell.tool ? ` as ${cell.tool}` : ''}: ${msg}`,
+          Array.isArray(cell.import) ? ['import', i] : ['import'],
+          'import-unknown-format',
+        );
+      }
+    }
+    const points = runs.flatMap((r) => r.points);
+    const stats = ['mean', 'p50', ...cell.percentiles.map(percentileStat)];
+    const uniqStats = [...new Set(stats)];
+    type Row = Record<string, string>;
+    const rows: Row[] = [];
+    for (const p of points)
+      for (const m of METRICS) {
+        const s = p.latency[m];
+        if (!s) continue;
+        const row: Row = { point: p.label, metric: `${METRIC_LABEL[m]} ms` };
+        for (const st of uniqStats) row[st] = ms(s[st]);
+        rows.push(row);
+      }
+    const tools = [...new Set(runs.map((r) => r.description))].join('; ');
+    const latencyTable = tableOutput(
+      `imported from ${tools}`,
+      [
+        { key: 'point', label: 'point', align: 'left' },
+        { key: 'metric', label: 'metric', align: 'left' },
+        ...uniqStats.map((s) => ({ key: s, label: s === 'p50' ? 'median' : s, align: 'right' as const })),
+      ],
+      rows,
+      [...new Set(runs.flatMap((r) => r.translations))].join(' '),
+    );
+    const thrRows = points.map((p) => ({
+      point: p.label,
+      requests: p.completed === undefined ? '' : `${p.completed}${p.failed ? ` (+${p.failed} failed)` : ''}`,
+      output: p.outputTokS === undefined ? '' : p.outputTokS.toFixed(1),
+      total: p.totalTokS === undefined ? '' : p.totalTokS.toFixed(1),
+      req: p.requestS === undefined ? '' : p.requestS.toFixed(3),
+    }));
+    const thrTable = tableOutput(
+      'throughput',
+      [
+        { key: 'point', label: 'point', align: 'left' },
+        { key: 'requests', label: 'requests', align: 'right' },
+        { key: 'output', label: 'output tok/s', align: 'right' },
+        { key: 'total', label: 'total tok/s', align: 'right' },
+        { key: 'req', label: 'req/s', align: 'right' },
+      ],
+      thrRows,
+    );
+    const findings: Finding[] = runs.flatMap((r) =>
+      r.warnings.map((w) => finding('info', 'import-partial', w, ['import'])),
+    );
+    return {
+      values: { tool: runs.map((r) => r.tool).join(', '), points: points.map(pointValues) },
+      outputs: [latencyTable, thrTable],
+      findings,
+    };
+  },
+};

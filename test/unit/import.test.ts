@@ -1,0 +1,137 @@
+/**
+ * `import:` reads other load generators' result files (written here in each tool's documented
+ * shape) and translates their metric definitions into vLLM's, saying which.
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { createNotebookContext, runCell } from '../../src/core/engine/engine';
+import { MIME } from '../../src/core/engine/outputs';
+import type { CellResult } from '../../src/core/engine/types';
+import { parseResult, sniffTool } from '../../src/core/imports/parsers';
+
+const dir = path.join(import.meta.dirname, '../fixtures/imports');
+const load = (f: string) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8'));
+const plain = (r: CellResult) =>
+  r.outputs.map((o) => String(o.items.find((i) => i.mime === MIME.plain)?.data ?? '')).join('\n');
+
+test('each tool is recognised from the keys only it writes', () => {
+  assert.equal(sniffTool(load('vllm-save-result.json')), 'vllm');
+  assert.equal(sniffTool(load('vllm-summary-only.json')), 'vllm');
+  assert.equal(sniffTool(load('guidellm-benchmarks.json')), 'guidellm');
+  assert.equal(sniffTool(load('aiperf-profile_export_aiperf.json')), 'aiperf');
+  assert.equal(sniffTool(load('genai-bench-D1000-1000-c4.json')), 'genai-bench');
+  assert.equal(sniffTool({ foo: 1 }), undefined);
+});
+
+test('vLLM: statistics recomputed from the per-request arrays, failed requests left out, TPOT as vLLM defines it', () => {
+  const run = parseResult(load('vllm-save-result.json'), { percentiles: [99] });
+  const p = run.points[0];
+  assert.equal(p.completed, 3);
+  assert.equal(p.failed, 1);
+  assert.equal(p.concurrency, 2);
+  assert.equal(p.label, 'concurrency 2');
+  // TTFTs of the three successful requests: 60, 80, 100 ms (the failed one's 0 is not a TTFT).
+  assert.ok(Math.abs(p.latency.ttft!.p50 - 80) < 1e-9);
+  assert.ok(Math.abs(p.latency.ttft!.min - 60) < 1e-9);
+  // TPOT per request = (latency − ttft) / (out − 1): (90−60)/3 = 10, (140−80)/3 = 20, (142−100)/3 = 14.
+  assert.ok(Math.abs(p.latency.tpot!.mean - 44 / 3) < 1e-9);
+  assert.ok(Math.abs(p.latency.tpot!.p50 - 14) < 1e-9);
+  // ITL pools every chunk gap of the successful requests: nine gaps.
+  assert.ok(Math.abs(p.latency.itl!.max - 20) < 1e-9);
+  assert.ok(Math.abs(p.latency.e2e!.p50 - 140) < 1e-9);
+  assert.equal(p.outputTokS, 6);
+});
+
+test('vLLM: a file without per-request arrays falls back to its summary keys, median read as p50', () => {
+  const run = parseResult(load('vllm-summary-only.json'));
+  const p = run.points[0];
+  assert.equal(p.latency.ttft!.p50, 80);
+  assert.equal(p.latency.ttft!.p99, 99.6);
+  assert.equal(p.latency.e2e!.p99, 141.96);
+  assert.match(run.warnings.join(' '), /no per-request arrays/);
+});
+
+test('GuideLLM: inter_token_latency becomes TPOT; its first-token-inclusive TPOT is not used; seconds become ms', () => {
+  const run = parseResult(load('guidellm-benchmarks.json'));
+  assert.equal(run.points.length, 2);
+  const [a, b] = run.points;
+  assert.equal(a.concurrency, 1);
+  assert.equal(b.concurrency, 16);
+  assert.equal(a.latency.tpot!.mean, 8.5); // inter_token_latency_ms, not time_per_output_token_ms (8.56)
+  assert.equal(a.latency.e2e!.mean, 8550); // request_latency 8.55 s
+  assert.equal(a.latency.ttft!.p99, 120);
+  assert.equal(a.latency.ttft!['p99.9'], 150); // GuideLLM's p999
+  assert.equal(a.latency.itl, undefined, 'GuideLLM keeps no per-chunk gaps');
+  assert.equal(b.outputTokS, 1440);
+  assert.equal(a.completed, 100);
+  assert.equal(a.failed, 2);
+  assert.match(run.translations.join(' '), /time_per_output_token_ms is not used/);
+});
+
+test('AIPerf: inter_token_latency is TPOT, inter_chunk_latency is ITL, units read from each metric', () => {
+  const raw = load('aiperf-profile_export_aiperf.json');
+  const p = parseResult(raw).points[0];
+  assert.equal(p.latency.tpot!.mean, 8.64);
+  assert.equal(p.latency.itl!.p99, 14);
+  assert.equal(p.latency.ttft!.p50, 70);
+  assert.equal(p.concurrency, 8);
+  assert.equal(p.outputTokS, 920);
+  // The same metric written in seconds comes out in ms.
+  raw.time_to_first_token = { ...raw.time_to_first_token, unit: 's', p50: 0.07 };
+  assert.equal(parseResult(raw).points[0].latency.ttft!.p50, 70);
+  // AIPerf 0.1 nested its metrics under "records".
+  const nested = { records: load('aiperf-profile_export_aiperf.json') };
+  assert.equal(parseResult(nested, { tool: 'aiperf' }).points[0].latency.ttft!.p50, 70);
+});
+
+test('genai-bench: seconds by default, ms when the run said so; tpot is vLLM’s TPOT', () => {
+  const raw = load('genai-bench-D1000-1000-c4.json');
+  const p = parseResult(raw).points[0];
+  assert.equal(p.concurrency, 4);
+  assert.ok(Math.abs(p.latency.ttft!.p50 - 63) < 1e-9);
+  assert.ok(Math.abs(p.latency.tpot!.mean - 8.8) < 1e-9);
+  assert.equal(p.outputTokS, 455);
+  const asMs = parseResult(raw, { timeUnit: 'ms' }).points[0];
+  assert.equal(asMs.latency.ttft!.p50, 0.063);
+});
+
+test('an import cell reads a file beside the notebook, shows the translation and exposes per-point values', async () => {
+  const nb = createNotebookContext(dir, {});
+  const r = await runCell('import: guidellm-benchmarks.json', 0, nb);
+  assert.ok(r.ok, r.error?.message);
+  const text = plain(r);
+  assert.match(text, /imported from GuideLLM/);
+  assert.match(text, /inter_token_latency_ms → TPOT/);
+  assert.match(text, /concurrency 16/);
+  const v = r.values as any;
+  assert.equal(v.tool, 'guidellm');
+  assert.equal(v.points[1].tpot_ms.mean, 11);
+  assert.equal(v.points[0].concurrency, 1);
+});
+
+test('several files make one run; a file of no known tool is refused with what was expected', async () => {
+  const nb = createNotebookContext(dir, {});
+  const r = await runCell('import: [vllm-save-result.json, genai-bench-D1000-1000-c4.json]', 0, nb);
+  assert.ok(r.ok, r.error?.message);
+  assert.equal((r.values as any).points.length, 2);
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-import-'));
+  try {
+    fs.writeFileSync(path.join(tmp, 'x.json'), '{"hello": 1}');
+    fs.writeFileSync(path.join(tmp, 'bad.json'), '{"ttfts": [');
+    const nb2 = createNotebookContext(tmp, {});
+    const bad = await runCell('import: x.json', 0, nb2);
+    assert.equal(bad.ok, false);
+    assert.match(bad.error!.message, /expected vllm bench serve --save-result JSON/);
+    const notJson = await runCell('import: bad.json', 0, nb2);
+    assert.match(notJson.error!.message, /is not JSON/);
+    const missing = await runCell('import: nope.json', 0, nb2);
+    assert.match(missing.error!.message, /Cannot read "nope.json"/);
+    const wrongTool = await runCell('import: x.json\ntool: guidellm', 0, nb2);
+    assert.match(wrongTool.error!.message, /as guidellm/);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
