@@ -6,6 +6,7 @@
  * one seed reused across points regenerates the same prompts: the prefix-cache trap.
  */
 import type { RequestRecord } from '../bench/metrics';
+import type { RequestPlanner } from '../workload/plan';
 import type { DecodeRun, EngineCounters, SimEngine, SimRequest, StepResult } from './engine';
 import { expVariate, Mulberry32, mulberry32 } from './rng';
 
@@ -21,6 +22,11 @@ export interface LoadOptions {
   seed: number;
   /** Default true (fixed output lengths, as a benchmark sets). */
   ignoreEos?: boolean;
+  /**
+   * The workload's requests (lengths, shared prefixes, a trace's arrivals): replaces the random
+   * fixed-length prompts of `input`/`output`, which then only describe the mean.
+   */
+  plan?: RequestPlanner;
 }
 
 export interface LoadResult {
@@ -91,7 +97,9 @@ export class LoadRun {
       const r = mulberry32((o.seed ^ 0xa5a5a5a5) >>> 0);
       let t = this.t0;
       for (let i = 0; i < this.N; i++) {
-        if (Number.isFinite(o.rate!)) t += expVariate(r, 1 / o.rate!);
+        const traced = o.plan?.arrivalOf(i);
+        if (traced !== undefined) t = this.t0 + traced;
+        else if (Number.isFinite(o.rate!)) t += expVariate(r, 1 / o.rate!);
         this.arrivals.push(t);
       }
     } else {
@@ -108,12 +116,14 @@ export class LoadRun {
   private send(at: number) {
     const o = this.o;
     const id = this.sent++;
-    const prompt = this.gen(o.input);
+    const planned = o.plan?.next();
+    const prompt = planned ? planned.prompt : this.gen(o.input);
+    const output = planned ? planned.output : o.output;
     const req = this.engine.add({
       id: `load-${this.t0}-${id}`,
       prompt,
-      maxTokens: o.output,
-      minTokens: o.ignoreEos === false ? 0 : o.output,
+      maxTokens: output,
+      minTokens: o.ignoreEos === false ? 0 : output,
       ignoreEos: o.ignoreEos !== false,
       arrival: at,
     });
@@ -124,7 +134,7 @@ export class LoadRun {
       sentMs: ms,
       chunkMs: [],
       endMs: ms,
-      promptTokens: o.input,
+      promptTokens: prompt.length,
       outputTokens: 0,
       cachedTokens: 0,
       ok: false,

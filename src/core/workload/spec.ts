@@ -1,0 +1,66 @@
+/**
+ * The one workload definition read by a bench against a live endpoint, the simulated endpoint and
+ * `predict: serving` in virtual time: request lengths (fixed or drawn from a distribution), shared
+ * prefixes, and traces with arrival times and block hashes. Cell keys, zod-validated.
+ *
+ *   input: {mean: 1000 tokens, range_ratio: 0.5}      # vLLM's --random-range-ratio: U[500, 1500]
+ *   output: {dist: lognormal, mean: 300, std: 200, min: 16, max: 2000}
+ *   shared_prefix: {length: 512 tokens, groups: 8}     # SGLang's generated-shared-prefix shape
+ *   trace: {file: traces/mooncake.jsonl, speed: 2}     # Mooncake: timestamp, lengths, hash_ids
+ */
+import { z } from 'zod';
+import { quantity } from '../engine/schema';
+
+const tokens = quantity('tokens', { bare: 'tokens', positive: true });
+const bound = quantity('tokens', { bare: 'tokens', min: 1 });
+
+/** Uniform in [mean·(1 − r), mean·(1 + r)], as vLLM's random dataset draws with --random-range-ratio r. */
+const uniform = z.object({ mean: tokens, range_ratio: z.number().min(0).max(1) }).strict();
+/** Normal or lognormal with this mean and standard deviation of the lengths, clipped to [min, max]. */
+const shaped = z
+  .object({
+    dist: z.enum(['normal', 'lognormal']),
+    mean: tokens,
+    std: quantity('tokens', { bare: 'tokens', min: 0 }),
+    min: bound.optional(),
+    max: bound.optional(),
+  })
+  .strict();
+/** Lengths drawn from a file of observed lengths (one number a line, or a JSON array). */
+const empirical = z.object({ file: z.string().min(1) }).strict();
+
+export const lengthSpec = z.union([tokens, uniform, shaped, empirical], {
+  error:
+    'give a length ("1000 tokens"), a uniform range {mean: 1000 tokens, range_ratio: 0.5}, a distribution {dist: lognormal, mean: 300, std: 200} or observed lengths {file: lengths.txt}',
+});
+export type LengthSpec = z.output<typeof lengthSpec>;
+
+export const sharedPrefixSpec = z
+  .object({
+    /** Tokens every request of a group shares at the start of its prompt (system prompt, few-shot, document). */
+    length: tokens,
+    /** Number of distinct prefixes; requests are dealt to them in turn. */
+    groups: z.number().int().positive(),
+    /** Fraction of requests that carry a group's prefix (the rest are unique); default all. */
+    share: quantity('ratio', { min: 0 }).optional(),
+  })
+  .strict();
+export type SharedPrefixSpec = z.output<typeof sharedPrefixSpec>;
+
+export const traceSpec = z
+  .object({
+    /** JSONL: {timestamp (ms), input_length, output_length, hash_ids} per line (the Mooncake trace shape). */
+    file: z.string().min(1),
+    /** Replay faster (2 = twice the trace's rate) or slower. */
+    speed: z.number().positive().default(1),
+    /** Tokens each hash id stands for (Mooncake: 512). */
+    block_size: z.number().int().positive().default(512),
+  })
+  .strict();
+export type TraceSpec = z.output<typeof traceSpec>;
+
+/** The workload keys a bench or serving cell accepts beside its input/output lengths. */
+export const workloadKeys = {
+  shared_prefix: sharedPrefixSpec.optional(),
+  trace: traceSpec.optional(),
+};

@@ -1,0 +1,139 @@
+/**
+ * The workload definition: length distributions, shared prefixes and trace replay, deterministic in
+ * the seed, and — run through the simulated engine in virtual time — a prefix-cache hit rate that
+ * matches what the workload says, and arrivals that follow the trace's timestamps.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { findGpu, findModel } from '../../src/core/catalog';
+import type { Setup } from '../../src/core/engine/types';
+import { SimEngine } from '../../src/core/sim/engine';
+import { runLoad } from '../../src/core/sim/load';
+import { parseLengths, parseTrace } from '../../src/core/workload/files';
+import { expectedPrefixHitRate, RequestPlanner } from '../../src/core/workload/plan';
+import { lengthSpec, sharedPrefixSpec } from '../../src/core/workload/spec';
+
+const setup: Setup = {
+  name: 'w',
+  gpu: findGpu('a100-sxm4-80gb')!,
+  model: findModel('qwen3-8b')!,
+  weights: 'bf16',
+  kvCache: 'bf16',
+  endpoint: 'sim',
+};
+const L = (x: unknown) => lengthSpec.parse(x);
+const fixed = (n: number) => L(n);
+const planner = (o: Partial<ConstructorParameters<typeof RequestPlanner>[0]>) =>
+  new RequestPlanner({ input: fixed(100), output: fixed(10), seed: 7, vocab: 151_936, ...o });
+const draw = (p: RequestPlanner, n: number) => Array.from({ length: n }, () => p.next());
+const stats = (xs: number[]) => {
+  const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return { mean: m, std: Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / xs.length) };
+};
+
+test('a uniform range ratio draws lengths in [mean·(1−r), mean·(1+r)] as vLLM’s random dataset does', () => {
+  const reqs = draw(planner({ input: L({ mean: 1000, range_ratio: 0.5 }) }), 4000);
+  const ins = reqs.map((r) => r.prompt.length);
+  assert.ok(Math.min(...ins) >= 500 && Math.max(...ins) <= 1500);
+  assert.ok(Math.min(...ins) < 520 && Math.max(...ins) > 1480, 'the whole range is used');
+  assert.ok(Math.abs(stats(ins).mean / 1000 - 1) < 0.02);
+});
+
+test('normal and lognormal lengths have the mean and spread asked for, clipped to their bounds', () => {
+  const ln = draw(planner({ output: L({ dist: 'lognormal', mean: 300, std: 200 }) }), 20000).map((r) => r.output);
+  const s = stats(ln);
+  assert.ok(Math.abs(s.mean / 300 - 1) < 0.05, `mean ${s.mean}`);
+  assert.ok(Math.abs(s.std / 200 - 1) < 0.1, `std ${s.std}`);
+  const nm = draw(planner({ output: L({ dist: 'normal', mean: 100, std: 80, min: 20, max: 150 }) }), 5000).map(
+    (r) => r.output,
+  );
+  assert.ok(Math.min(...nm) === 20 && Math.max(...nm) === 150);
+});
+
+test('observed lengths are drawn only from the file’s values; bad files name the entry', () => {
+  const loaded = parseLengths('12\n40\n\n7\n', 'lens.txt');
+  assert.deepEqual(loaded, [12, 40, 7]);
+  const outs = draw(planner({ output: L({ file: 'lens.txt' }), loaded: { output: loaded } }), 300).map((r) => r.output);
+  assert.deepEqual(
+    [...new Set(outs)].sort((a, b) => a - b),
+    [7, 12, 40],
+  );
+  assert.deepEqual(parseLengths('[3, 4]', 'x.json'), [3, 4]);
+  assert.throws(() => parseLengths('3\n-1\n', 'bad.txt'), /bad.txt: entry 2 is not a positive whole number/);
+});
+
+test('the same seed gives the same requests; another seed other prompts', () => {
+  const a = draw(planner({ input: L({ mean: 200, range_ratio: 0.3 }) }), 20);
+  const b = draw(planner({ input: L({ mean: 200, range_ratio: 0.3 }) }), 20);
+  const c = draw(planner({ input: L({ mean: 200, range_ratio: 0.3 }), seed: 8 }), 20);
+  assert.deepEqual(
+    a.map((r) => [...r.prompt]),
+    b.map((r) => [...r.prompt]),
+  );
+  assert.notDeepEqual(
+    a.map((r) => [...r.prompt]),
+    c.map((r) => [...r.prompt]),
+  );
+});
+
+test('a shared prefix: every prompt of a group starts with the same ids, groups differ, the rest is unique', () => {
+  const sp = sharedPrefixSpec.parse({ length: 64, groups: 3 });
+  const reqs = draw(planner({ sharedPrefix: sp }), 9);
+  const head = (r: { prompt: Uint32Array }) => [...r.prompt.subarray(0, 64)].join(',');
+  const tail = (r: { prompt: Uint32Array }) => [...r.prompt.subarray(64)].join(',');
+  assert.equal(head(reqs[0]), head(reqs[3]));
+  assert.equal(head(reqs[0]), head(reqs[6]));
+  assert.notEqual(head(reqs[0]), head(reqs[1]));
+  assert.equal(new Set(reqs.map(tail)).size, 9);
+  const half = draw(planner({ sharedPrefix: sharedPrefixSpec.parse({ length: 64, groups: 2, share: '50%' }) }), 2000);
+  const share = half.filter((r) => r.group !== undefined).length / half.length;
+  assert.ok(Math.abs(share - 0.5) < 0.05, `share ${share}`);
+});
+
+test('in virtual time a shared-prefix workload hits the prefix cache at the rate the workload implies (±2 points)', () => {
+  const sp = sharedPrefixSpec.parse({ length: 512, groups: 4 });
+  const requests = 200;
+  const e = new SimEngine({ setup });
+  const res = runLoad(e, {
+    input: 1024,
+    output: 32,
+    requests,
+    concurrency: 8,
+    seed: 1,
+    plan: planner({ input: fixed(1024), output: fixed(32), sharedPrefix: sp }),
+  });
+  const rate = res.prefixHits / res.prefixQueries;
+  const expected = expectedPrefixHitRate(sp, 1024, requests);
+  assert.ok(expected > 0.45 && expected < 0.5, `expected ${expected}`);
+  assert.ok(Math.abs(rate - expected) <= 0.02, `hit rate ${rate} vs ${expected}`);
+  // Without the shared prefix the same load hits nothing.
+  const none = runLoad(new SimEngine({ setup }), { input: 1024, output: 32, requests, concurrency: 8, seed: 1 });
+  assert.equal(none.prefixHits, 0);
+});
+
+test('a replayed trace sends each request at its timestamp (÷ speed), and shared hash ids hit the cache', () => {
+  const lines = [
+    { timestamp: 0, input_length: 1024, output_length: 8, hash_ids: [1, 2] },
+    { timestamp: 500, input_length: 1024, output_length: 8, hash_ids: [1, 3] },
+    { timestamp: 1500, input_length: 700, output_length: 8, hash_ids: [1, 2] },
+    { timestamp: 4000, input_length: 512, output_length: 8, hash_ids: [9] },
+  ];
+  const rows = parseTrace(lines.map((l) => JSON.stringify(l)).join('\n') + '\n', 'trace.jsonl');
+  assert.equal(rows.length, 4);
+  const plan = planner({ trace: { rows, speed: 2, blockSize: 512 } });
+  const res = runLoad(new SimEngine({ setup }), { input: 800, output: 8, requests: 4, rate: 1, seed: 3, plan });
+  const sent = res.records.map((r) => r.scheduledMs);
+  assert.deepEqual(sent, [0, 250, 750, 2000]);
+  assert.deepEqual(
+    res.records.map((r) => r.promptTokens),
+    [1024, 1024, 700, 512],
+  );
+  // Request 2 reuses block 1 (512 tokens), request 3 reuses blocks 1 and 2 (its first 700 tokens).
+  assert.ok(res.prefixHits >= 512 + 688, `hits ${res.prefixHits}`);
+  assert.throws(
+    () =>
+      parseTrace('{"timestamp": 5, "input_length": 3}\n{"timestamp": 1, "input_length": 3, "output_length": 1}', 't'),
+    /t:1: output_length/,
+  );
+  assert.throws(() => parseTrace('not json', 't.jsonl'), /t.jsonl:1: not JSON/);
+});
