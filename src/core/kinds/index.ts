@@ -1,6 +1,7 @@
 /** The registry of cell kinds: a new kind is one module plus one line here. */
 import type { KindModule } from '../engine/types';
 import { auditKind } from './audit';
+import { auditEnvironmentKind } from './auditEnvironment';
 import { benchRateKind, benchSweepKind } from './bench';
 import { decodeRooflineKind } from './predictDecodeRoofline';
 import { compareKind } from './compare';
@@ -22,6 +23,7 @@ export const KINDS: KindModule[] = [
   compareKind,
   servingKind,
   auditKind,
+  auditEnvironmentKind,
   benchSweepKind,
   benchRateKind,
   importKind,
