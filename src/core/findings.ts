@@ -15,8 +15,12 @@ export interface RelatedInfo {
 
 export interface QuickFix {
   title: string;
-  /** Set (or replace) the value at `path` with this YAML scalar/flow text. */
-  edit: { path: CellPath; value: string };
+  /**
+   * Set (or replace) the value at `path` with this YAML scalar/flow text. With `as: 'key'`, rename
+   * the key at `path` to `value` instead; with `as: 'text'`, replace the characters `offset` of the
+   * cell with `value` (for a cell whose YAML does not parse). applyQuickFix (quickFix.ts) applies it.
+   */
+  edit: { path: CellPath; value: string; as?: 'value' | 'key' | 'text'; offset?: [number, number] };
 }
 
 export interface Finding {

@@ -1,13 +1,14 @@
 /**
  * Findings as diagnostics: static checks (analyzeCells) run as the user types, debounced, plus the
  * findings of each cell's last run. The engine gives a path inside the cell; only here does it
- * become a line and column (rangeOfPath). Quick fixes apply a finding's quickFix with
- * setValueInSource, keeping comments and the rest of the cell.
+ * become a line and column (rangeOfPath). Quick fixes apply a finding's quickFix with the core's
+ * applyQuickFix, keeping comments and the rest of the cell.
  */
 import * as vscode from 'vscode';
 import { analyzeCells } from '../core/engine/engine';
 import { dedupeFindings, type Finding } from '../core/findings';
-import { parseCell, rangeOfPath, setValueInSource, type SourceRange } from '../core/notebook/cellSource';
+import { parseCell, rangeOfPath, type SourceRange } from '../core/notebook/cellSource';
+import { applyQuickFix } from '../core/quickFix';
 import { findingsOfOutputs } from './controller';
 import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
 
@@ -148,7 +149,7 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
       const text = document.getText();
       let edited: string;
       try {
-        edited = setValueInSource(text, f.quickFix.edit.path, f.quickFix.edit.value);
+        edited = applyQuickFix(text, f.quickFix);
       } catch {
         continue;
       }

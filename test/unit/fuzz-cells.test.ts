@@ -19,6 +19,7 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
+import { applyQuickFix } from '../../src/core/quickFix';
 import { splitDocuments } from '../../src/cli/commands/eval';
 import { analyzeCells, createNotebookContext, prepareCell, runCell } from '../../src/core/engine/engine';
 import type { CellResult, NotebookContext } from '../../src/core/engine/types';
@@ -29,7 +30,6 @@ import {
   pathAt,
   positionAt,
   rangeOfPath,
-  setValueInSource,
   type SourceRange,
 } from '../../src/core/notebook/cellSource';
 import { parseNotebook, serializeNotebook } from '../../src/core/notebook/format';
@@ -616,7 +616,7 @@ test('quick fixes on mutated cells apply cleanly: the edited cell still parses a
         const [, fs] = analyzeCells([SETUP, src], DIR);
         for (const f of fs) {
           if (!f.quickFix) continue;
-          const edited = setValueInSource(src, f.quickFix.edit.path, f.quickFix.edit.value);
+          const edited = applyQuickFix(src, f.quickFix);
           applied++;
           const p = parseCell(edited);
           assert.deepStrictEqual(

@@ -27,7 +27,11 @@ export function quantity(dims: DimName | DimName[], opts: QuantityOpts = {}) {
   return z.union([z.string(), z.number()], { error: wrongType }).transform((v, ctx): Quantity => {
     const r = parseQuantity(v, { dims: list, bare: opts.bare });
     if (!r.ok) {
-      ctx.addIssue({ code: 'custom', message: r.message });
+      // A bare number that needs a unit: the quick fix writes it with the example's unit.
+      const unit = help.example.replace(/^[\d.,\s]+/, '');
+      const bare = typeof v === 'number' || /^\s*[\d.,_]+\s*$/.test(v);
+      const fixValue = bare && unit && !unit.startsWith('%') ? `${String(v).trim()} ${unit}` : undefined;
+      ctx.addIssue({ code: 'custom', message: r.message, params: fixValue ? { fixValue } : undefined });
       return z.NEVER;
     }
     if ((opts.positive && !(r.quantity.value > 0)) || (opts.min !== undefined && r.quantity.value < opts.min)) {
@@ -58,17 +62,28 @@ function editDistance(a: string, b: string): number {
   return d[a.length][b.length];
 }
 
-export function suggest(word: string, candidates: Iterable<string>): string | undefined {
-  let best: string | undefined;
-  let bestD = Infinity;
+/**
+ * Candidates for "did you mean", best first: one that extends what was typed (h100 → h100-sxm,
+ * h100-pcie) or that it extends (nvcc_version → nvcc) before any at a small edit distance (h200),
+ * then by edit distance, then shorter first.
+ */
+export function suggestions(word: string, candidates: Iterable<string>, max = 3): string[] {
+  const w = word.toLowerCase();
+  const scored: { c: string; rank: number; d: number }[] = [];
   for (const c of candidates) {
-    const dd = editDistance(word.toLowerCase(), c.toLowerCase());
-    if (dd < bestD) {
-      bestD = dd;
-      best = c;
-    }
+    const k = c.toLowerCase();
+    const d = editDistance(w, k);
+    const prefix = w.length >= 3 && (k.startsWith(w) || w.startsWith(k));
+    if (k === w) scored.push({ c, rank: -1, d: 0 });
+    else if (prefix) scored.push({ c, rank: 0, d: Math.abs(k.length - w.length) });
+    else if (d <= Math.max(2, Math.floor(w.length / 3))) scored.push({ c, rank: 1, d });
   }
-  return best !== undefined && bestD <= Math.max(2, Math.floor(word.length / 3)) ? best : undefined;
+  scored.sort((a, b) => a.rank - b.rank || a.d - b.d || a.c.length - b.c.length || a.c.localeCompare(b.c));
+  return scored.slice(0, max).map((s) => s.c);
+}
+
+export function suggest(word: string, candidates: Iterable<string>): string | undefined {
+  return suggestions(word, candidates, 1)[0];
 }
 
 function keysOfSchemaAt(schema: z.ZodTypeAny, path: CellPath): string[] {
@@ -158,6 +173,14 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
             [...path, k],
             {
               fix: s ? `rename "${k}" to "${s}"` : `remove "${k}"`,
+              ...(s
+                ? {
+                    quickFix: {
+                      title: `Rename "${k}" to "${s}"`,
+                      edit: { path: [...path, k], value: s, as: 'key' as const },
+                    },
+                  }
+                : {}),
             },
           ),
         );
@@ -205,8 +228,22 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
             ? 1
             : 0;
       const best = [...branches].sort((a, b) => score(b) - score(a))[0];
-      if (custom) message = custom.message;
-      else if (!/^Invalid input$/.test(issue.message)) message = issue.message;
+      if (custom) {
+        message = custom.message;
+        const fx = unitFix(custom, path);
+        if (fx.quickFix) {
+          out.push(
+            finding(
+              'error',
+              'schema',
+              key && typeof last === 'string' && !namesKey(message, key) ? `${key}: ${message}` : message,
+              path,
+              fx,
+            ),
+          );
+          continue;
+        }
+      } else if (!/^Invalid input$/.test(issue.message)) message = issue.message;
       else if (inner.length && inner.every((i) => i.code === 'invalid_type' && /received undefined/.test(i.message)))
         message = typeof last === 'string' ? missing() : `${label} is empty`;
       else if (best && score(best) > 0) {
@@ -260,7 +297,15 @@ export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellP
         message = `${label} must be ${small ? (inclusive ? 'at least' : 'greater than') : inclusive ? 'at most' : 'less than'} ${bound}`;
     }
     if (key && typeof last === 'string' && !namesKey(message, key)) message = `${key}: ${message}`;
-    out.push(finding('error', 'schema', message, path));
+    out.push(finding('error', 'schema', message, path, unitFix(issue, path)));
   }
   return out;
+}
+
+/** The quick fix a quantity's issue carries (a bare number written with a unit), placed at `path`. */
+function unitFix(issue: z.core.$ZodIssue, path: CellPath): Pick<Finding, 'quickFix'> {
+  let v = (issue as { params?: { fixValue?: string } }).params?.fixValue;
+  // A duration or a timeout is written in seconds far more often than in milliseconds.
+  if (v && / ms$/.test(v) && /duration|timeout/.test(String(path[path.length - 1]))) v = v.replace(/ ms$/, ' s');
+  return v ? { quickFix: { title: `Write "${v}"`, edit: { path, value: v } } } : {};
 }

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { DTYPES, findGpu, findModel, GPUS, MODELS, type Dtype, type Gpu, type ModelSpec } from '../catalog';
 import { hfConfigSchema, modelFromHfConfig } from '../catalog/hfConfig';
 import { factsOutput } from '../engine/outputs';
-import { quantity, suggest, zodFindings } from '../engine/schema';
+import { quantity, suggestions, zodFindings } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
 import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GB, GiB } from '../units';
@@ -56,14 +56,22 @@ export function applySetupOverrides(
     if (typeof g === 'string') {
       gpu = findGpu(g);
       if (!gpu) {
-        const s = suggest(
+        const s = suggestions(
           g,
           GPUS.map((x) => x.id),
+          2,
         );
         findings.push(
-          finding('error', 'unknown-gpu', `Unknown GPU "${g}"${s ? `: did you mean "${s}"?` : ''}`, ['gpu'], {
-            fix: `use a catalog id (${GPUS.map((x) => x.id).join(', ')}) or define one: {bandwidth: 2039 GB/s, bf16: 312 TFLOPS, memory: 80 GiB}`,
-          }),
+          finding(
+            'error',
+            'unknown-gpu',
+            `Unknown GPU "${g}"${s.length ? `: did you mean ${s.map((x) => `"${x}"`).join(' or ')}?` : ''}`,
+            ['gpu'],
+            {
+              fix: `use a catalog id (${GPUS.map((x) => x.id).join(', ')}) or define one: {bandwidth: 2039 GB/s, bf16: 312 TFLOPS, memory: 80 GiB}`,
+              ...(s.length ? { quickFix: { title: `Use ${s[0]}`, edit: { path: ['gpu'], value: s[0] } } } : {}),
+            },
+          ),
         );
       }
     } else {
@@ -132,14 +140,22 @@ export function applySetupOverrides(
     if (typeof m === 'string') {
       model = findModel(m);
       if (!model) {
-        const s = suggest(
+        const s = suggestions(
           m,
           MODELS.map((x) => x.id),
+          2,
         );
         findings.push(
-          finding('error', 'unknown-model', `Unknown model "${m}"${s ? `: did you mean "${s}"?` : ''}`, ['model'], {
-            fix: `use a catalog id (${MODELS.map((x) => x.id).join(', ')}) or import a config: {config: ./path/config.json}`,
-          }),
+          finding(
+            'error',
+            'unknown-model',
+            `Unknown model "${m}"${s.length ? `: did you mean ${s.map((x) => `"${x}"`).join(' or ')}?` : ''}`,
+            ['model'],
+            {
+              fix: `use a catalog id (${MODELS.map((x) => x.id).join(', ')}) or import a config: {config: ./path/config.json}`,
+              ...(s.length ? { quickFix: { title: `Use ${s[0]}`, edit: { path: ['model'], value: s[0] } } } : {}),
+            },
+          ),
         );
       }
     } else {

@@ -46,6 +46,29 @@ export function parseCell(source: string): ParsedCell {
       ),
     );
   }
+  // An unquoted reference with [0] inside {…} gives a cascade of YAML errors: one finding instead.
+  const refs = errors.length ? unquotedReferences(source) : [];
+  if (refs.length)
+    errors.splice(
+      0,
+      errors.length,
+      ...refs.map((r) =>
+        finding(
+          'error',
+          'unquoted-reference',
+          `YAML reads the [ ] in ${r.text} as a list: inside {…} quote the reference, "${r.text}"`,
+          [],
+          {
+            offset: r.offset,
+            fix: `write "${r.text}" (with the quotes), or put the row's keys on their own lines`,
+            quickFix: {
+              title: `Quote "${r.text}"`,
+              edit: { path: [], value: JSON.stringify(r.text), as: 'text', offset: r.offset },
+            },
+          },
+        ),
+      ),
+    );
   let data: unknown;
   try {
     data = errors.length ? undefined : doc.toJS({ maxAliasCount: 100 });
@@ -265,4 +288,22 @@ export function setValueInSource(source: string, path: CellPath, yamlValue: stri
   }
   doc.setIn(path, parseDocument(yamlValue).contents);
   return doc.toString({ lineWidth: 0 });
+}
+
+/**
+ * A reference like `roofline.rows[0].per_user_tok_s` written unquoted inside a flow mapping
+ * (`{quantity: …, predicted: roofline.rows[0]…}`): YAML reads `[0]` as a list and reports a cascade
+ * of syntax errors. Found here so that the cell gets one finding that says to quote it, with the fix.
+ */
+export function unquotedReferences(source: string): { offset: [number, number]; text: string }[] {
+  const out: { offset: [number, number]; text: string }[] = [];
+  // key: value inside a flow mapping, the value unquoted and holding [n] or [*] after a name.
+  const re = /([{,]\s*[A-Za-z_][\w ]*:\s*)([^\s"'{}[\],][^"'{},]*?\w\[(?:\d+|\*)\][^,{}]*?)(\s*[,}])/g;
+  for (let m = re.exec(source); m; m = re.exec(source)) {
+    const start = m.index + m[1].length;
+    const value = m[2].replace(/\s+$/, '');
+    out.push({ offset: [start, start + value.length], text: value });
+    re.lastIndex = start + value.length;
+  }
+  return out;
 }
