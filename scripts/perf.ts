@@ -79,7 +79,7 @@ await section(
   '1. bench client accuracy and capacity (mock server: TTFT 50 ms, ITL 10 ms, 64 tokens, own process)',
   async () => {
     const r = await clientAccuracy(root, {
-      concurrency: [1, 100, 250, 500, 750, 1000],
+      concurrency: (process.env.PERF_CLIENT_STREAMS ?? '1,100,500,1000,2000').split(',').map(Number),
       rounds: 3,
       minRequests: 10,
       log,

@@ -55,6 +55,20 @@ export interface ClientPoint {
   server: { ttft_p50_ms: number; ttft_p99_ms: number; itl_p50_ms: number; cpu_s: number };
   /** Request arrival at the server − client send, p50/min: the clock-alignment check. */
   send_to_arrival_ms: { p50: number; min: number };
+  /**
+   * The whole TTFT error (first-chunk arrival − when the load issued the request − nominal TTFT),
+   * split at each instant both sides recorded, per percentile (ms; each part's own percentiles, so
+   * they do not add up; the sums are given whole):
+   *   client_queue = sent − issued (the request waits for undici to write it: a reused keep-alive
+   *                  socket is written after a turn of the event loop; the bench's TTFT starts at sent)
+   *   wire_in      = server's first byte − sent (kernel + the server's loop getting to the read)
+   *   read_request = request complete − first byte (the server reading and parsing it)
+   *   server_slip  = first chunk written − request complete − nominal TTFT (the server's timer)
+   *   read_side    = client's first-chunk arrival − first chunk written (the client's read lag)
+   *   client = client_queue + read_side; server = wire_in + read_request + server_slip; total = both;
+   *   reported = what the bench's TTFT reads above nominal (total − client_queue).
+   */
+  ttft_error_parts_ms: Record<string, { p50: number; p90: number; p99: number; max: number }>;
   client_cpu_s: number;
   cpu_us_per_chunk: number;
   worker_loop_lag_ms: { p50: number; p99: number; max: number };
@@ -186,6 +200,17 @@ export async function clientAccuracy(
       const delay: number[] = [];
       const srvTtft: number[] = [];
       const sendToArrival: number[] = [];
+      const parts: Record<string, number[]> = {
+        client_queue: [],
+        wire_in: [],
+        read_request: [],
+        server_slip: [],
+        read_side: [],
+        client: [],
+        server: [],
+        total: [],
+        reported: [],
+      };
       let durationMs = 0;
       const lag = { p50: 0, p99: 0, max: 0 };
       let matched = 0;
@@ -212,6 +237,23 @@ export async function clientAccuracy(
           ttftErr.push(at[0] - t.chunks[0]);
           srvTtft.push(t.chunks[0] - sent);
           sendToArrival.push(t.arrived - sent);
+          if (Number.isFinite(t.firstByte)) {
+            const issued = p.t0EpochMs + r.scheduledMs;
+            const q = sent - issued;
+            const wi = t.firstByte - sent;
+            const rr = t.arrived - t.firstByte;
+            const sl = t.chunks[0] - t.arrived - TTFT;
+            const rs = at[0] - t.chunks[0];
+            parts.client_queue.push(q);
+            parts.wire_in.push(wi);
+            parts.read_request.push(rr);
+            parts.server_slip.push(sl);
+            parts.read_side.push(rs);
+            parts.client.push(q + rs);
+            parts.server.push(wi + rr + sl);
+            parts.total.push(at[0] - issued - TTFT);
+            parts.reported.push(at[0] - sent - TTFT);
+          }
           for (let k = 0; k < at.length; k++) {
             delay.push(at[k] - t.chunks[k]);
             if (k) {
@@ -255,11 +297,22 @@ export async function clientAccuracy(
           cpu_s: r3((srvCpu1.user + srvCpu1.system - srvCpu0.user - srvCpu0.system) / 1e6),
         },
         send_to_arrival_ms: { p50: sa.p50, min: r3(Math.min(...sendToArrival)) },
+        ttft_error_parts_ms: Object.fromEntries(
+          Object.entries(parts).map(([k, xs]) => {
+            const sorted = Float64Array.from(xs).sort();
+            const q = (p: number) => r3(percentileSorted(sorted, p));
+            return [k, { p50: q(50), p90: q(90), p99: q(99), max: r3(sorted[sorted.length - 1]) }];
+          }),
+        ),
         client_cpu_s: r3(cpuS),
         cpu_us_per_chunk: r1((cpuS * 1e6) / Math.max(1, chunks)),
         worker_loop_lag_ms: { p50: r3(lag.p50), p99: r3(lag.p99), max: r3(lag.max) },
       };
       points.push(pt);
+      const pp = pt.ttft_error_parts_ms;
+      opts.log(
+        `  c=${c}: ${matched}/${requests} matched, TTFT error p50/p99: client ${pp.client.p50}/${pp.client.p99} (queue ${pp.client_queue.p50}/${pp.client_queue.p99}, read ${pp.read_side.p50}/${pp.read_side.p99}), server ${pp.server.p50}/${pp.server.p99} (wire-in ${pp.wire_in.p50}/${pp.wire_in.p99}, read request ${pp.read_request.p50}/${pp.read_request.p99}, slip ${pp.server_slip.p50}/${pp.server_slip.p99}), total ${pp.total.p50}/${pp.total.p99}, reported ${pp.reported.p50}/${pp.reported.p99} ms`,
+      );
       opts.log(
         `  c=${c}: ${matched}/${requests} matched, ${pt.chunks_per_s} chunks/s, TTFT err p50 ${te.p50} p99 ${te.p99} ms, ITL median ${ic.p50} vs ${it.p50} ms, chunk delay p50 ${d.p50} p99 ${d.p99} ms, ${pt.cpu_us_per_chunk} µs CPU/chunk`,
       );

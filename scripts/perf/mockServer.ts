@@ -1,7 +1,8 @@
 /**
  * A standalone mock OpenAI-compatible streaming server for the client-accuracy benchmark, run as its
  * own process (so it never shares the client's event loop). Every stream has a nominal TTFT and ITL;
- * the server writes its chunks on that schedule as well as it can and records, per request, when it
+ * the server writes its chunks on that schedule as well as it can and records, per request, when the
+ * read holding its first byte reached the process, when the whole request had been read, and when it
  * actually handed each chunk to the kernel (epoch ms, sub-ms): the truth the client is judged by.
  *
  * Built for throughput, so the rig measures the client and not the mock: raw HTTP/1.1 on node:net
@@ -25,6 +26,8 @@ const epoch = () => performance.timeOrigin + performance.now();
 
 export interface TruthRecord {
   requestId: string;
+  /** When the read that brought the request's first byte reached this process (its 'data' event), epoch ms. */
+  firstByte: number;
   /** When the whole request had been read, epoch ms. */
   arrived: number;
   /** When each content chunk was written, epoch ms. */
@@ -38,6 +41,7 @@ interface Stream {
   n: number;
   k: number;
   due: number;
+  firstByte: number;
   arrived: number;
   sent: Float64Array;
   promptTokens: number;
@@ -115,7 +119,7 @@ function tick() {
     s.sent[s.k] = performance.timeOrigin + now;
     s.k++;
     if (last) {
-      finished.push({ requestId: s.rid, arrived: s.arrived, chunks: Array.from(s.sent) });
+      finished.push({ requestId: s.rid, firstByte: s.firstByte, arrived: s.arrived, chunks: Array.from(s.sent) });
       s.onDone();
       continue;
     }
@@ -138,6 +142,8 @@ let seq = 0;
 const server = net.createServer((sock) => {
   sock.setNoDelay(true);
   let buf: Buffer = Buffer.alloc(0);
+  /** When the read holding the first byte of the request now being parsed arrived. */
+  let firstByte = NaN;
   let busy = false;
   const onData = () => {
     while (!busy) {
@@ -158,6 +164,9 @@ const server = net.createServer((sock) => {
       const body = buf.toString('utf8', h + 4, h + 4 + len);
       buf = buf.subarray(h + 4 + len);
       const arrived = epoch();
+      const first = firstByte;
+      // A next request already in the buffer came in the same read (the client does not pipeline, so rarely).
+      if (!buf.length) firstByte = NaN;
       if (method === 'GET' && path === '/v1/models') {
         respond(
           sock,
@@ -190,6 +199,7 @@ const server = net.createServer((sock) => {
           n,
           k: 0,
           due: t + TTFT,
+          firstByte: first,
           arrived,
           sent: new Float64Array(n),
           promptTokens,
@@ -210,6 +220,7 @@ const server = net.createServer((sock) => {
     }
   };
   sock.on('data', (d: Buffer) => {
+    if (!buf.length) firstByte = epoch();
     buf = buf.length ? Buffer.concat([buf, d]) : d;
     onData();
   });

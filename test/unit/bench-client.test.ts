@@ -16,6 +16,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import * as esbuild from 'esbuild';
 import { resolveWorkerScript, runSweep } from '../../src/core/bench';
+import { createAgent, now, sendRequest, type ClientConfig } from '../../src/core/bench/client';
 import { percentile } from '../../src/core/bench/metrics';
 import { fromColumnar } from '../../src/core/bench/records';
 import type { PointResult, SweepOptions } from '../../src/core/bench/sweep';
@@ -234,6 +235,37 @@ test('chat completions stream too', async () => {
     assert.equal(s.requests[s.requests.length - 1].path, '/v1/chat/completions');
     assert.ok(s.requests.every((q) => !('seed' in q.body)));
   } finally {
+    await s.close();
+  }
+});
+
+test('a request that waits for a connection is timed from when it was written, not from when it was issued', async () => {
+  const s = await startScriptedServer({ ttftMs: 40, itlMs: 5 });
+  // One connection, two requests issued together: the second can only be written once the first is done.
+  const agent = createAgent(1);
+  try {
+    const cfg: ClientConfig = {
+      baseUrl: s.url,
+      api: 'completions',
+      model: 'scripted',
+      idleTimeoutMs: 10_000,
+      requestTimeoutMs: 0,
+      doneGraceMs: 1000,
+      topP: 1,
+      topK: -1,
+      temperature: 0,
+    };
+    const spec = { prompt: [1, 2, 3], outputTokens: 4 };
+    const issued = now();
+    const [a, b] = await Promise.all([sendRequest(agent, cfg, spec), sendRequest(agent, cfg, spec)]);
+    assert.ok(a.ok && b.ok, `${a.errorMessage ?? ''} ${b.errorMessage ?? ''}`);
+    const [first, second] = a.sentAt <= b.sentAt ? [a, b] : [b, a];
+    assert.ok(first.sentAt >= issued);
+    // Written after the first response ended, so its TTFT does not include the wait for the connection.
+    assert.ok(second.sentAt >= first.endAt, `second written at ${second.sentAt}, first ended at ${first.endAt}`);
+    assert.ok(second.chunkAt[0] - second.sentAt < second.chunkAt[0] - issued);
+  } finally {
+    await agent.close();
     await s.close();
   }
 });

@@ -59,7 +59,13 @@ export interface RequestSpec {
   body?: string;
 }
 
-/** What one request produced; times are absolute performance.now() ms of the thread that sent it. */
+/**
+ * What one request produced; times are absolute performance.now() ms of the thread that sent it.
+ * `sentAt` is when undici began writing the request to a connection: a reused keep-alive socket is
+ * written only after a turn of the event loop (undici checks an idle socket for a late close first),
+ * and that wait is the client's, not the server's, so it is not part of TTFT. A request never
+ * written (refused, cancelled) has the time sendRequest was called.
+ */
 export interface RawResult extends RequestOutcome {
   sentAt: number;
   chunkAt: number[];
@@ -353,7 +359,7 @@ export function sendRequest(
     let graceTimer: NodeJS.Timeout | undefined;
     let totalTimer: NodeJS.Timeout | undefined;
     let offAbort: (() => void) | undefined;
-    const sentAt = now();
+    let sentAt = now();
 
     const finish = (end: number) => {
       if (finished) return;
@@ -545,6 +551,8 @@ export function sendRequest(
 
     const handler: Dispatcher.DispatchHandler = {
       onRequestStart(c) {
+        // undici calls this on the connection right before it writes the request (client-h1 writeH1).
+        sentAt = now();
         controller = c;
         if (failure) c.abort(namedError('BenchFail', failure.message));
       },

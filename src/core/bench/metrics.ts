@@ -52,9 +52,9 @@ export interface RequestOutcome {
 export interface RequestRecord extends RequestOutcome {
   /** Index within the point (warm-up requests are not recorded). */
   id: number;
-  /** When the load shape wanted it sent. Equals sentMs in a closed loop. */
+  /** When the load shape wanted it sent (closed loop: when a slot freed and the request was issued). */
   scheduledMs: number;
-  /** When the request was handed to the socket. */
+  /** When the request was written to a connection (the client's own wait for one is sentMs − scheduledMs). */
   sentMs: number;
   /** Arrival of each chunk that carried a choice (text), in order. Empty if none came. */
   chunkMs: number[];
