@@ -11,7 +11,7 @@ import { SimEngine } from '../../src/core/sim/engine';
 import { runLoad } from '../../src/core/sim/load';
 import { parseLengths, parseTrace } from '../../src/core/workload/files';
 import { expectedPrefixHitRate, RequestPlanner } from '../../src/core/workload/plan';
-import { lengthSpec, sharedPrefixSpec } from '../../src/core/workload/spec';
+import { lengthSpec, sessionSpec, sharedPrefixSpec } from '../../src/core/workload/spec';
 
 const setup: Setup = {
   name: 'w',
@@ -136,4 +136,23 @@ test('a replayed trace sends each request at its timestamp (÷ speed), and share
     /t:1: output_length/,
   );
   assert.throws(() => parseTrace('not json', 't.jsonl'), /t.jsonl:1: not JSON/);
+});
+
+test('multi-turn sessions: each turn resends the conversation so far after the think time, and reuses it from the cache', () => {
+  const sessions = sessionSpec.parse({ turns: 3, think_time: '1 s' });
+  const plan = planner({ input: fixed(256), output: fixed(16), sessions });
+  const res = runLoad(new SimEngine({ setup }), { input: 256, output: 16, requests: 6, concurrency: 2, seed: 5, plan });
+  assert.equal(res.records.length, 6);
+  const byStart = [...res.records].sort((a, b) => a.scheduledMs - b.scheduledMs);
+  // Two conversations at once: turn lengths 256, 256 + 16 + 256, 528 + 16 + 256.
+  assert.deepEqual(
+    byStart.map((r) => r.promptTokens),
+    [256, 256, 528, 528, 800, 800],
+  );
+  // A later turn leaves one think time after the end of the turn before it.
+  const first = byStart[0];
+  const second = byStart.find((r) => r.promptTokens === 528 && Math.abs(r.scheduledMs - first.endMs - 1000) < 1e-6);
+  assert.ok(second, 'turn 2 starts 1 s after turn 1 ends');
+  // Turns 2 and 3 find their earlier prompts in the prefix cache (256 and 528 tokens, whole blocks).
+  assert.ok(res.prefixHits >= 2 * (256 + 528), `hits ${res.prefixHits}`);
 });

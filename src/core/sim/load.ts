@@ -6,7 +6,7 @@
  * one seed reused across points regenerates the same prompts: the prefix-cache trap.
  */
 import type { RequestRecord } from '../bench/metrics';
-import type { RequestPlanner } from '../workload/plan';
+import type { RequestPlanner, SessionCursor } from '../workload/plan';
 import type { DecodeRun, EngineCounters, SimEngine, SimRequest, StepResult } from './engine';
 import { expVariate, Mulberry32, mulberry32 } from './rng';
 
@@ -80,6 +80,9 @@ export class LoadRun {
   private readonly time = { decodeS: 0, prefillS: 0, overheadS: 0, idleS: 0 };
   private endsMs = new Float64Array(64);
   private drained = false;
+  /** Multi-turn sessions: each request's conversation, and the next turns waiting out their think time. */
+  private readonly cursorOf = new Map<RequestRecord, SessionCursor>();
+  private readonly pending: { at: number; cursor: SessionCursor }[] = [];
 
   constructor(
     readonly engine: SimEngine,
@@ -104,7 +107,7 @@ export class LoadRun {
       }
     } else {
       const c = Math.max(1, Math.floor(o.concurrency!));
-      for (let i = 0; i < Math.min(c, this.N); i++) this.send(this.t0);
+      for (let i = 0; i < Math.min(c, this.N); i++) this.send(this.t0, this.sessionFor());
     }
   }
 
@@ -113,10 +116,28 @@ export class LoadRun {
     return this.drained || this.done >= this.N || this.steps >= MAX_STEPS;
   }
 
-  private send(at: number) {
+  /** A new conversation when the plan has sessions (closed loop only). */
+  private sessionFor(): SessionCursor | undefined {
+    return this.closed && this.o.plan?.sessions ? this.o.plan.startSession() : undefined;
+  }
+
+  /** Closed loop: a finished request makes room for the next (its session's next turn after the think time). */
+  private refill(rec: RequestRecord, end: number) {
+    if (!this.closed || this.sent + this.pending.length >= this.N) return;
+    const cursor = this.cursorOf.get(rec);
+    this.cursorOf.delete(rec);
+    if (cursor && !cursor.done) {
+      const at = end + this.o.plan!.thinkS;
+      let i = this.pending.length;
+      while (i > 0 && this.pending[i - 1].at > at) i--;
+      this.pending.splice(i, 0, { at, cursor });
+    } else this.send(end, this.sessionFor());
+  }
+
+  private send(at: number, cursor?: SessionCursor) {
     const o = this.o;
     const id = this.sent++;
-    const planned = o.plan?.next();
+    const planned = cursor ? cursor.next() : o.plan?.next();
     const prompt = planned ? planned.prompt : this.gen(o.input);
     const output = planned ? planned.output : o.output;
     const req = this.engine.add({
@@ -141,6 +162,7 @@ export class LoadRun {
     };
     this.records.push(rec);
     req.tag = rec;
+    if (cursor) this.cursorOf.set(rec, cursor);
   }
 
   /** Run engine steps until the load is done or about `maxSteps` steps have run. Returns `finished`. */
@@ -150,21 +172,28 @@ export class LoadRun {
     const N = this.N;
     const arrivals = this.arrivals;
     const stop = Math.min(MAX_STEPS, this.steps + maxSteps);
+    const pending = this.pending;
     while (this.done < N && this.steps < stop && !this.drained) {
       if (!closed) while (this.sent < N && arrivals[this.sent] <= engine.now) this.send(arrivals[this.sent]);
+      while (pending.length && pending[0].at <= engine.now) {
+        const p = pending.shift()!;
+        this.send(p.at, p.cursor);
+      }
       if (!engine.hasWork()) {
         if (!closed && this.sent < N) {
           engine.advanceTo(arrivals[this.sent]);
+          continue;
+        }
+        if (pending.length) {
+          engine.advanceTo(pending[0].at);
           continue;
         }
         this.drained = true;
         break;
       }
       // Stretches of pure-decode steps run in one call (the same results as step by step).
-      const run = engine.decodeRun(
-        Math.min(4096, stop - this.steps),
-        !closed && this.sent < N ? arrivals[this.sent] : Infinity,
-      );
+      const next = !closed && this.sent < N ? arrivals[this.sent] : pending.length ? pending[0].at : Infinity;
+      const run = engine.decodeRun(Math.min(4096, stop - this.steps), next);
       if (run) this.onRun(run);
       else this.onStep(engine.step()!);
     }
@@ -211,7 +240,7 @@ export class LoadRun {
       rec.ok = true;
       r.tag = undefined;
       this.done++;
-      if (this.closed && this.sent < this.N) this.send(end);
+      this.refill(rec, end);
     }
   }
 
@@ -236,7 +265,7 @@ export class LoadRun {
         rec.ok = true;
         ev.req.tag = undefined;
         this.done++;
-        if (this.closed && this.sent < this.N) this.send(res.end);
+        this.refill(rec, res.end);
       }
     }
     for (const r of res.dropped) {
@@ -247,7 +276,7 @@ export class LoadRun {
       rec.errorMessage = 'the request does not fit in the KV pool';
       r.tag = undefined;
       this.done++;
-      if (this.closed && this.sent < this.N) this.send(res.end);
+      this.refill(rec, res.end);
     }
   }
 

@@ -6,7 +6,7 @@
  * wherever it appears, so a prefix cache hits exactly where the workload says it should.
  */
 import { Mulberry32, seedOf } from '../sim/rng';
-import type { LengthSpec, SharedPrefixSpec } from './spec';
+import type { LengthSpec, SessionSpec, SharedPrefixSpec } from './spec';
 
 /** One request of the plan. */
 export interface PlannedRequest {
@@ -17,6 +17,9 @@ export interface PlannedRequest {
   arrivalS?: number;
   /** Shared-prefix workloads: the group whose prefix the prompt starts with. */
   group?: number;
+  /** Multi-turn sessions: which session, and which turn of it (0 = first). */
+  session?: number;
+  turn?: number;
 }
 
 /** Lengths already read from files, where the spec named one (the plan itself does no I/O). */
@@ -41,6 +44,7 @@ export interface PlanOptions {
   /** A parsed trace: replaces lengths and arrivals. */
   trace?: { rows: TraceRow[]; speed: number; blockSize: number };
   loaded?: LoadedLengths;
+  sessions?: SessionSpec;
 }
 
 /** Token ids are drawn from [100, 0.98·vocab): away from byte and special tokens. */
@@ -109,6 +113,7 @@ export class RequestPlanner {
   private readonly prefixes: Uint32Array[] = [];
   private readonly blockCache = new Map<number, Uint32Array>();
   private i = 0;
+  private sessionsStarted = 0;
 
   constructor(private readonly o: PlanOptions) {
     this.rng = new Mulberry32(seedOf(`plan:${o.seed}`));
@@ -172,6 +177,30 @@ export class RequestPlanner {
     return { index, prompt, output: Math.max(1, row.output), arrivalS: this.arrivalOf(index) };
   }
 
+  /** Multi-turn sessions: a new conversation, whose turns come from the cursor. */
+  startSession(): SessionCursor {
+    return new SessionCursor(this, this.sessionsStarted++, this.o.sessions?.turns ?? 1);
+  }
+
+  get sessions(): SessionSpec | undefined {
+    return this.o.sessions;
+  }
+
+  /** The think time between an answer and the next turn, s. */
+  get thinkS(): number {
+    return this.o.sessions?.think_time?.value ?? 0;
+  }
+
+  /** A later turn: the conversation so far, an answer of the previous output's length, new user tokens. */
+  followUp(history: Uint32Array, previousOutput: number): { prompt: Uint32Array; output: number } {
+    const user = this.inLen();
+    const output = this.outLen();
+    const prompt = new Uint32Array(history.length + previousOutput + user);
+    prompt.set(history);
+    fill(prompt, history.length, prompt.length, this.rng, this.o.vocab);
+    return { prompt, output };
+  }
+
   /** The token ids a trace's hash id stands for: the same wherever it appears. */
   private block(h: number, size: number): Uint32Array {
     let b = this.blockCache.get(h);
@@ -200,4 +229,44 @@ export function expectedPrefixHitRate(
   const withPrefix = requests * share;
   const hits = Math.max(0, withPrefix - Math.min(sp.groups, withPrefix));
   return (hits * cachedPerHit) / (requests * meanInput);
+}
+
+/**
+ * One conversation of a multi-turn workload. The answer of a turn enters the next prompt as
+ * generated-length random ids, not the server's own tokens: a prefix cache then reuses every earlier
+ * prompt but not the earlier answers (a real chat client resends the answers' text, which the
+ * server's cache also holds), so the hit rate here is a lower bound.
+ */
+export class SessionCursor {
+  turn = 0;
+  private history?: Uint32Array;
+  private lastOutput = 0;
+
+  constructor(
+    private readonly planner: RequestPlanner,
+    readonly session: number,
+    readonly turns: number,
+  ) {}
+
+  get done(): boolean {
+    return this.turn >= this.turns;
+  }
+
+  next(): PlannedRequest {
+    const turn = this.turn++;
+    let prompt: Uint32Array;
+    let output: number;
+    let group: number | undefined;
+    let index: number;
+    if (!this.history) {
+      const first = this.planner.next();
+      ({ prompt, output, group, index } = first);
+    } else {
+      ({ prompt, output } = this.planner.followUp(this.history, this.lastOutput));
+      index = -1;
+    }
+    this.history = prompt;
+    this.lastOutput = output;
+    return { index, prompt, output, group, session: this.session, turn };
+  }
 }

@@ -59,8 +59,22 @@ export const traceSpec = z
   .strict();
 export type TraceSpec = z.output<typeof traceSpec>;
 
+/**
+ * Multi-turn chat sessions: each turn's prompt is the whole conversation so far (earlier prompts and
+ * answers) plus `input` new tokens, sent `think_time` after the previous answer ended. Closed loop:
+ * `concurrency` sessions at once.
+ */
+export const sessionSpec = z
+  .object({
+    turns: z.number().int().min(1).max(1000),
+    think_time: quantity('time', { min: 0 }).optional(),
+  })
+  .strict();
+export type SessionSpec = z.output<typeof sessionSpec>;
+
 /** The workload keys a bench or serving cell accepts beside its input/output lengths. */
 export const workloadKeys = {
   shared_prefix: sharedPrefixSpec.optional(),
   trace: traceSpec.optional(),
+  sessions: sessionSpec.optional(),
 };
