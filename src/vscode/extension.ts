@@ -1,9 +1,11 @@
 /**
- * InfLab's VS Code entry point. `activate` only registers: the serializer, the controller, the
- * diagnostics, hovers, quick fixes and commands. Everything that computes lives in src/core.
- * Only what diagnostics need loads with the extension (cell schemas, zod, yaml): the bench client,
- * the audit, the simulator and its server load when a cell of theirs runs, and undici and vega from
- * their own files beside this bundle (scripts/build.mjs).
+ * InfLab's extension host side, loaded by the activation shim (activate.ts → dist/extension.js)
+ * right after activation or on first use, from its own file (dist/extension-host.js): the
+ * controller, the diagnostics, hovers, quick fixes and commands. Everything that computes lives in
+ * src/core. The shim registers the serializer (InflabSerializer, exported below) and a stand-in
+ * for each command the manifest declares, so activate() resolves without loading this file; the
+ * bench client, the audit, the simulator and its server load when a cell of theirs runs, and undici
+ * and vega from their own files beside this bundle (scripts/build.mjs).
  */
 import * as fs from 'node:fs/promises';
 import * as vscode from 'vscode';
@@ -12,7 +14,9 @@ import { SimEndpoints } from '../core/sim/endpoints';
 import { InflabController } from './controller';
 import { InflabDiagnostics } from './diagnostics';
 import { InflabHoverProvider } from './hover';
-import { CELL_LANGUAGE, InflabSerializer, NOTEBOOK_TYPE } from './serializer';
+import { CELL_LANGUAGE } from './serializer';
+
+export { InflabSerializer } from './serializer';
 
 const KEY_SECRET = 'inflab.apiKey';
 
@@ -31,11 +35,6 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
   controller.onDidRunCell((cell, result) => diagnostics.setRunFindings(cell, result.findings));
 
   context.subscriptions.push(
-    vscode.workspace.registerNotebookSerializer(NOTEBOOK_TYPE, new InflabSerializer(), {
-      transientOutputs: false,
-      transientCellMetadata: {},
-      transientDocumentMetadata: {},
-    }),
     controller,
     diagnostics,
     vscode.languages.registerHoverProvider({ language: CELL_LANGUAGE }, new InflabHoverProvider()),

@@ -19,9 +19,9 @@ import {
   type NbOutputItem,
   type Notebook,
 } from '../core/notebook/format';
+import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './ids';
 
-export const NOTEBOOK_TYPE = 'inflab';
-export const CELL_LANGUAGE = 'inflab';
+export { CELL_LANGUAGE, NOTEBOOK_TYPE };
 
 /** Metadata keys VS Code owns or that are transient; not written to the file. */
 const TRANSIENT_CELL_METADATA = new Set(['inflab.transient']);
