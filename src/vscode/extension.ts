@@ -11,6 +11,7 @@ import * as fs from 'node:fs/promises';
 import * as vscode from 'vscode';
 import type { Services, Setup } from '../core/engine/types';
 import { SimEndpoints } from '../core/sim/endpoints';
+import { InflabCompletionProvider } from './completion';
 import { InflabController } from './controller';
 import { InflabDiagnostics } from './diagnostics';
 import { InflabHoverProvider } from './hover';
@@ -38,6 +39,11 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
     controller,
     diagnostics,
     vscode.languages.registerHoverProvider({ language: CELL_LANGUAGE }, new InflabHoverProvider()),
+    vscode.languages.registerCompletionItemProvider(
+      { language: CELL_LANGUAGE },
+      new InflabCompletionProvider(),
+      ...InflabCompletionProvider.triggers,
+    ),
     vscode.commands.registerCommand('inflab.setApiKey', () => setApiKey(context)),
     vscode.commands.registerCommand('inflab.clearApiKey', async () => {
       await context.secrets.delete(KEY_SECRET);

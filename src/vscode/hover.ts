@@ -1,10 +1,11 @@
 /**
- * Hovers on inflab cells: the core's hoverAt does the work (a quantity in its other units and what
+ * Hovers on inflab cells: a key's doc (core keyHoverAt, from the schema); the core's hoverAt does the rest (a quantity in its other units and what
  * it implies for the setup in force); this adapter finds the setup from the cells above and wraps
  * the markdown.
  */
 import * as vscode from 'vscode';
 import type { Setup } from '../core/engine/types';
+import { keyHoverAt } from '../core/complete';
 import { hoverAt, setupAt } from '../core/hover';
 import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
 
@@ -26,7 +27,10 @@ export class InflabHoverProvider implements vscode.HoverProvider {
   provideHover(document: vscode.TextDocument, position: vscode.Position): vscode.Hover | undefined {
     let md: string | undefined;
     try {
-      md = hoverAt(document.getText(), position.line, position.character, setupFor(document));
+      // On a key: its doc from the schema; on a value: the quantity in other units.
+      md =
+        keyHoverAt(document.getText(), position.line, position.character) ??
+        hoverAt(document.getText(), position.line, position.character, setupFor(document));
     } catch {
       return undefined;
     }

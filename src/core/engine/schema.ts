@@ -13,8 +13,23 @@ export interface QuantityOpts {
   positive?: boolean;
 }
 
+/** What a quantity schema takes (for completions and key docs): its dimensions and bare unit. */
+const QUANTITY_INFO = new WeakMap<object, { dims: DimName[]; bare?: string }>();
+/** Keyed by the schema's definition, which `.describe()` and `.meta()` copies share. */
+const defKey = (s: unknown): object | undefined => (s as { _zod?: { def?: object } })?._zod?.def;
+export function quantityInfo(s: unknown): { dims: DimName[]; bare?: string } | undefined {
+  const k = defKey(s);
+  return k ? QUANTITY_INFO.get(k) : undefined;
+}
+
 /** A quantity of one (or several) dimensions, written "23 ms", "1k tokens", "2,039 GB/s". */
 export function quantity(dims: DimName | DimName[], opts: QuantityOpts = {}) {
+  const s = quantitySchema(dims, opts);
+  QUANTITY_INFO.set(defKey(s)!, { dims: Array.isArray(dims) ? dims : [dims], bare: opts.bare });
+  return s;
+}
+
+function quantitySchema(dims: DimName | DimName[], opts: QuantityOpts) {
   const list = Array.isArray(dims) ? dims : [dims];
   const help = DIM_HELP[list[0]];
   // A value that is neither text nor a number (a list, a mapping, true, null) gets the same kind of

@@ -23,32 +23,83 @@ const slo = z
 const onFailure = z.union([z.literal('continue'), z.object({ stop_above: quantity('ratio', { min: 0 }) }).strict()]);
 
 const base = {
-  input: quantity('tokens', { bare: 'tokens', positive: true }),
-  output: quantity('tokens', { bare: 'tokens', positive: true }),
+  input: quantity('tokens', { bare: 'tokens', positive: true }).describe('Prompt length of every request.'),
+  output: quantity('tokens', { bare: 'tokens', positive: true }).describe(
+    'Tokens generated per request (ignore_eos, so every request runs to this length).',
+  ),
   /** Closed loop: one point per value. With `rate`, a single value caps requests in flight. */
-  concurrency: oneOrMany(positiveInt).optional(),
-  rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })).optional(),
+  concurrency: oneOrMany(positiveInt)
+    .optional()
+    .describe(
+      'Closed loop: requests kept in flight, one sweep point per value. With `rate`, one value caps requests in flight.',
+    ),
+  rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true }))
+    .optional()
+    .describe(
+      'Open loop: offered arrival rate, one point per value (Poisson arrivals unless `burstiness` says otherwise).',
+    ),
   /** Gamma shape of inter-arrival times (1 = Poisson; < 1 burstier). */
-  burstiness: z.number().positive().optional(),
-  requests: quantity('requests', { bare: 'requests', positive: true }).optional(),
-  duration: quantity('time', { positive: true }).optional(),
-  warmup: z.number().int().min(0).default(0),
-  seed: z.union([z.literal('per-point'), z.number().int().min(0)]).default('per-point'),
+  burstiness: z
+    .number()
+    .positive()
+    .optional()
+    .describe('Gamma shape of inter-arrival times: 1 = Poisson, below 1 burstier.'),
+  requests: quantity('requests', { bare: 'requests', positive: true }).optional().describe('Requests per point.'),
+  duration: quantity('time', { positive: true })
+    .optional()
+    .describe('Length of each point, instead of a request count.'),
+  warmup: z.number().int().min(0).default(0).describe('Requests sent and discarded before each point is measured.'),
+  seed: z
+    .union([z.literal('per-point'), z.number().int().min(0)])
+    .default('per-point')
+    .describe(
+      'Prompt seed: per-point gives each point its own prompts; one fixed number reuses them (the prefix-cache trap).',
+    ),
   /** Base of the per-point seeds (default: random, recorded in the values). */
-  base_seed: z.number().int().min(0).optional(),
-  slo: slo.optional(),
-  percentiles: z.array(z.number().gt(0).lt(100)).min(1).default([90, 99]),
-  api: z.enum(['completions', 'chat']).default('completions'),
+  base_seed: z
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe('Base of the per-point seeds (default: random, recorded in the values).'),
+  slo: slo.optional().describe('Service-level objectives for goodput: a request counts when it meets every one.'),
+  percentiles: z
+    .array(z.number().gt(0).lt(100))
+    .min(1)
+    .default([90, 99])
+    .describe('Percentiles reported for TTFT, TPOT, ITL and E2E.'),
+  api: z
+    .enum(['completions', 'chat'])
+    .default('completions')
+    .describe('OpenAI API the requests use: /v1/completions or /v1/chat/completions.'),
   /** No bytes for this long ends a request with kind "timeout". */
-  timeout: quantity('time', { positive: true }).optional(),
-  request_timeout: quantity('time', { positive: true }).optional(),
-  on_failure: onFailure.optional(),
-  contamination_threshold: quantity('ratio', { min: 0 }).optional(),
-  top_p: z.number().gt(0).max(1).default(0.95),
-  top_k: z.number().int().default(50),
-  temperature: z.number().min(0).default(1),
-  scrape: z.boolean().default(true),
-  records: z.boolean().default(true),
+  timeout: quantity('time', { positive: true })
+    .optional()
+    .describe('No bytes for this long ends a request as a timeout.'),
+  request_timeout: quantity('time', { positive: true }).optional().describe('Longest a whole request may take.'),
+  on_failure: onFailure
+    .optional()
+    .describe('What a point does when requests fail: continue, or stop above a failure ratio.'),
+  contamination_threshold: quantity('ratio', { min: 0 })
+    .optional()
+    .describe('Prefix-cache hit rate above which a point is flagged as served from the cache.'),
+  top_p: z
+    .number()
+    .gt(0)
+    .max(1)
+    .default(0.95)
+    .describe("Sampling top-p sent with each request (below 1 keeps vLLM's fused sampler)."),
+  top_k: z
+    .number()
+    .int()
+    .default(50)
+    .describe("Sampling top-k sent with each request (positive keeps vLLM's fused sampler)."),
+  temperature: z.number().min(0).default(1).describe('Sampling temperature sent with each request.'),
+  scrape: z
+    .boolean()
+    .default(true)
+    .describe("Read the server's /metrics before and after each point (prefix-cache hits, preemptions)."),
+  records: z.boolean().default(true).describe("Keep every request's record in the notebook."),
 };
 
 const sweepSchema = z
