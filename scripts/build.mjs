@@ -1,5 +1,6 @@
-// Three bundles (plus the bench worker): the extension host (CommonJS, vscode external), the
-// notebook renderer (ESM for the browser) and the CLI (Node). `--watch` rebuilds on change.
+// Three bundles (plus the bench worker): the extension host (CommonJS, vscode external: a small
+// activation shim, extension.js, and the rest beside it, extension-host.js, loaded after
+// activation), the notebook renderer (ESM for the browser) and the CLI (Node). `--watch` rebuilds on change.
 //
 // The heavy libraries of the Node bundles live in files of their own beside them, loaded only when
 // first used: dist/undici.js (the bench client, the audit's /metrics fetch) and dist/vega.js (vega
@@ -82,6 +83,15 @@ const node = {
 };
 
 const lazy = { ...node, plugins: [...node.plugins, lazyVendor] };
+
+// The extension's entry (src/vscode/activate.ts → extension.js) is a shim that requires the rest of
+// the extension (src/vscode/extension.ts → extension-host.js) after activation: that require stays.
+const hostBeside = {
+  name: 'extension-host-beside',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/extension-host\.js$/ }, (a) => ({ path: a.path, external: true }));
+  },
+};
 // The vendor files themselves, from a one-line entry each (stdin).
 const vendor = (name) => ({
   ...node,
@@ -91,7 +101,8 @@ const vendor = (name) => ({
 });
 
 const builds = [
-  { ...lazy, entryPoints: { extension: 'src/vscode/extension.ts' }, external: ['vscode'] },
+  { ...node, entryPoints: { extension: 'src/vscode/activate.ts' }, external: ['vscode'], plugins: [hostBeside] },
+  { ...lazy, entryPoints: { 'extension-host': 'src/vscode/extension.ts' }, external: ['vscode'] },
   { ...lazy, entryPoints: { cli: 'src/cli/main.ts' }, banner: { js: '#!/usr/bin/env node\n' + node.banner.js } },
   { ...lazy, entryPoints: { 'bench-worker': 'src/core/bench/worker.ts' } },
   vendor('undici'),

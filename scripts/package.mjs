@@ -54,6 +54,7 @@ const REQUIRED = [
   'extension/package.json',
   'extension/dist/package.json',
   'extension/dist/extension.js',
+  'extension/dist/extension-host.js',
   'extension/dist/renderer.js',
   'extension/dist/bench-worker.js',
   // loaded on first use by the bundles above (scripts/build.mjs)

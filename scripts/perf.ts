@@ -201,10 +201,10 @@ await section('editor', '4. editor costs', async () => {
   if ('error' in act) log(`  activation: ${act.error}`);
   else {
     log(
-      `  activation [${act.label}]: load ${act.load_ms} ms (min ${act.load_min_ms}) + activate() ${act.activate_ms} ms = ${act.total_ms} ms, median of ${act.runs}`,
+      `  activation [${act.label}]: load ${act.load_ms} ms (min ${act.load_min_ms}) + activate() ${act.activate_ms} ms = ${act.total_ms} ms, median of ${act.runs}; then the rest of the extension (extension-host.js, what diagnostics wait for) ${act.host_load_ms} ms: ${act.until_diagnostics_ms} ms in all`,
     );
     log(
-      `  required by the bundle at load: ${act.requires_at_load.join(', ')}; during activate(): ${act.requires_during_activate.join(', ') || 'nothing'}`,
+      `  required by the bundle at load: ${act.requires_at_load.join(', ')}; during activate(): ${act.requires_during_activate.join(', ') || 'nothing'}; loading the rest: ${act.requires_loading_host.join(', ')}`,
     );
     log(
       `  heavy modules loaded before any cell runs: ${act.heavy_loaded.join(', ') || `none (checked ${act.heavy_checked.join(', ')})`}`,
