@@ -42,7 +42,7 @@ function input(
 }
 
 function result(kind: string, values: Record<string, unknown>): CellResult {
-  return { kind, values, findings: [], outputs: [], ok: true };
+  return { kind, values, facts: [], findings: [], outputs: [], ok: true };
 }
 
 describe('registry', () => {

@@ -22,7 +22,7 @@ function inflab(args: string[], cwd = root) {
   });
 }
 
-test('eval --json prints one {kind, name, values, findings} per YAML document', () => {
+test('eval --json prints one {kind, name, values, facts, findings} per YAML document', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
   const f = path.join(dir, 'cells.yaml');
   fs.writeFileSync(
@@ -33,10 +33,14 @@ test('eval --json prints one {kind, name, values, findings} per YAML document', 
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.equal(out.length, 2);
-  assert.deepEqual(Object.keys(out[1]).sort(), ['findings', 'kind', 'name', 'values']);
+  assert.deepEqual(Object.keys(out[1]).sort(), ['facts', 'findings', 'kind', 'name', 'values']);
   assert.equal(out[1].kind, 'predict: decode-roofline');
   // PHYSICS.md: 16.38 GB of bf16 weights / 2,039 GB/s = 8.03 ms.
   assert.ok(Math.abs(out[1].values.decode_step_floor_ms - 8.03) < 0.005);
+  // The same number as a fact, its unit in its field name.
+  const floor = out[1].facts.find((f: { kind: string; metric?: string }) => f.kind === 'floor');
+  assert.equal(floor.metric, 'decode-step');
+  assert.ok(Math.abs(floor.ms - 8.03) < 0.005);
 });
 
 test('exit codes: 1 when a cell fails, 2 on a usage error', () => {

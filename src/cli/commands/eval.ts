@@ -39,6 +39,7 @@ export async function evalCommand(argv: string[]): Promise<number> {
         kind: r.kind,
         name: r.name ?? null,
         values: jsonSafe(r.values),
+        facts: r.facts,
         findings: r.findings,
         ...(r.error ? { error: r.error } : {}),
       });

@@ -1,5 +1,6 @@
 /** Types shared by the check rules (kept apart from index.ts so rule files do not import the registry). */
 import type { NotebookContext, Setup } from '../engine/types';
+import type { Fact } from '../facts/schema';
 import type { Finding } from '../findings';
 
 export interface CheckInput {
@@ -9,6 +10,8 @@ export interface CheckInput {
   cell: unknown;
   /** The values the cell's run produced; absent during static analysis (as the user types). */
   values?: Record<string, unknown>;
+  /** The facts the cell states: a run's, or (as the user types) what the cell's own keys state. */
+  facts?: Fact[];
   setup?: Setup;
   notebook: NotebookContext;
   cellIndex: number;

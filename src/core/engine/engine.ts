@@ -6,6 +6,7 @@
 import * as path from 'node:path';
 import { z } from 'zod';
 import { runChecks } from '../checks';
+import { checkFacts, readSavedFacts, savedFacts, type Fact } from '../facts';
 import { CellError, dedupeFindings, finding, type Finding } from '../findings';
 import { parseCell, type ParsedCell } from '../notebook/cellSource';
 import { KINDS } from '../kinds';
@@ -174,7 +175,8 @@ export function analyzeCells(sources: string[], dir: string, services: Services 
     try {
       if (p.kind.key === 'setup') registerSetup(nb, p, i);
       fs.push(...(p.kind.analyze?.(p.cell, ctx) ?? []));
-      fs.push(...runChecks({ kind: kindId(p.kind), cell: p.cell, setup: p.setup, notebook: nb, cellIndex: i }));
+      const facts = p.kind.statedFacts?.(p.cell);
+      fs.push(...runChecks({ kind: kindId(p.kind), cell: p.cell, facts, setup: p.setup, notebook: nb, cellIndex: i }));
     } catch (e) {
       fs.push(errorFinding(e));
     }
@@ -221,6 +223,7 @@ export async function runCell(
       kind,
       name: p.name,
       values: {},
+      facts: [],
       findings,
       outputs: [errorOutput(message), ...outputs, ...(fo ? [fo] : [])],
       ok: false,
@@ -247,20 +250,23 @@ export async function runCell(
       progress: (u) => opts.onProgress?.(u),
     });
     const values = out.values ?? {};
+    const { facts, findings: factFindings } = checkFacts(jsonSafe(out.facts ?? []));
     const findings = dedupeFindings([
       ...p.findings,
+      ...factFindings,
       ...(out.findings ?? []),
       ...(p.kind.analyze?.(p.cell, { notebook: nb, setup: p.setup, cellIndex }) ?? []),
-      ...runChecks({ kind, cell: p.cell, values, setup: p.setup, notebook: nb, cellIndex }),
+      ...runChecks({ kind, cell: p.cell, values, facts, setup: p.setup, notebook: nb, cellIndex }),
     ]);
     const outputs = [...(out.outputs ?? [])];
     const fo = findingsOutput(findings);
     if (fo) outputs.push(fo);
-    attachValues(outputs, values);
+    attachValues(outputs, values, facts);
     const result: CellResult = {
       kind,
       name: p.name,
       values,
+      facts,
       findings,
       outputs,
       ok: true,
@@ -277,12 +283,15 @@ export async function runCell(
   }
 }
 
-/** Values ride along with the first output so a saved notebook keeps them for later cells. */
-function attachValues(outputs: CellOutput[], values: Record<string, unknown>): void {
-  if (!Object.keys(values).length) return;
-  const item = { mime: MIME.values, data: jsonSafe(values) };
-  if (outputs.length) outputs[0].items.push(item);
-  else outputs.push({ items: [item, { mime: MIME.plain, data: JSON.stringify(jsonSafe(values), null, 2) }] });
+/** Values and facts ride along with the first output so a saved notebook keeps them for later cells. */
+function attachValues(outputs: CellOutput[], values: Record<string, unknown>, facts: Fact[]): void {
+  const items = [
+    ...(Object.keys(values).length ? [{ mime: MIME.values, data: jsonSafe(values) }] : []),
+    ...(facts.length ? [{ mime: MIME.facts, data: savedFacts(facts) }] : []),
+  ];
+  if (!items.length) return;
+  if (outputs.length) outputs[0].items.push(...items);
+  else outputs.push({ items: [...items, { mime: MIME.plain, data: JSON.stringify(jsonSafe(values), null, 2) }] });
 }
 
 /** Values as plain JSON: Maps and class instances flattened, non-finite numbers to null. */
@@ -294,9 +303,21 @@ export function jsonSafe<T>(v: T): T {
   );
 }
 
+/** Facts read, once, from the values of a result saved before facts existed. Never throws. */
+function migratedFacts(kind: KindModule, values: Record<string, unknown>, cell: unknown) {
+  try {
+    return checkFacts(jsonSafe(kind.migrate?.(values, cell) ?? []), 'Fact read from the saved values');
+  } catch (e) {
+    const message = `The saved values of this cell could not be read as facts (${(e as Error)?.message ?? e}): run the cell again`;
+    return { facts: [] as Fact[], findings: [finding('info', 'facts-unreadable', message)] };
+  }
+}
+
 /**
- * Rebuild a cell's result from its saved outputs (values item), so that cells after it see its
- * numbers without re-running it (a bench that took an hour is not re-run to compare it).
+ * Rebuild a cell's result from its saved outputs (values and facts items), so that cells after it
+ * see its numbers without re-running it (a bench that took an hour is not re-run to compare it).
+ * Saved facts are validated: one that no longer validates is dropped with a finding on the result.
+ * A notebook saved before facts existed has only values: its facts are read from them, once, here.
  */
 export function restoreResult(
   source: string,
@@ -310,13 +331,18 @@ export function restoreResult(
     registerSetup(nb, p, cellIndex);
     return undefined;
   }
-  const item = outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.values);
-  if (!item) return undefined;
+  const items = outputs.flatMap((o) => o.items);
+  const item = items.find((i) => i.mime === MIME.values);
+  const factsItem = items.find((i) => i.mime === MIME.facts);
+  if (!item && !factsItem) return undefined;
+  const values = (item?.data ?? {}) as Record<string, unknown>;
+  const { facts, findings } = factsItem ? readSavedFacts(factsItem.data) : migratedFacts(p.kind, values, p.cell);
   const result: CellResult = {
     kind: kindId(p.kind),
     name: p.name,
-    values: item.data as Record<string, unknown>,
-    findings: [],
+    values,
+    facts,
+    findings,
     outputs,
     ok: true,
   };

@@ -1,4 +1,5 @@
 /** Builders for the outputs a cell produces. Each output carries a text/plain twin for the CLI. */
+import { FACTS_MIME } from '../facts/schema';
 import { formatFinding, type Finding } from '../findings';
 import type { CellOutput } from './types';
 
@@ -11,6 +12,8 @@ export const MIME = {
   markdown: 'text/markdown',
   /** Named values of a cell, kept in the notebook so later cells and re-analysis can use them. */
   values: 'application/vnd.inflab.values+json',
+  /** A cell's facts, versioned ({version, facts}); validated when the notebook is reopened. */
+  facts: FACTS_MIME,
   /** Raw per-request records of a bench point, columnar, kept in the notebook. */
   records: 'application/vnd.inflab.records+json',
   findings: 'application/vnd.inflab.findings+json',

@@ -3,6 +3,7 @@
  * zod issues into findings whose messages say what to write instead.
  */
 import { z } from 'zod';
+import { parseMetricKey } from '../facts/stat';
 import { finding, type CellPath, type Finding } from '../findings';
 import { DIM_HELP, parseQuantity, type DimName, type Quantity } from '../units';
 
@@ -66,6 +67,31 @@ export function oneOrMany<T extends z.ZodTypeAny>(item: T) {
 }
 
 export const positiveInt = z.number().int().positive();
+
+/**
+ * An object whose known keys are `shape`, and which also takes any key naming a latency metric
+ * and a stat (ttft_p95, tpot_p99.9, e2e_median; facts/stat.ts parses them), each read by `value`.
+ * So a new percentile needs no new key anywhere. Any other key is unknown, with a suggestion.
+ */
+export function withMetricKeys<S extends z.ZodRawShape, V extends z.ZodTypeAny>(shape: S, value: V) {
+  return z
+    .object(shape)
+    .catchall(z.unknown())
+    .transform((obj, ctx) => {
+      const out: Record<string, unknown> = { ...obj };
+      for (const k of Object.keys(obj)) {
+        if (k in shape) continue;
+        if (!parseMetricKey(k)) {
+          ctx.addIssue({ code: 'unrecognized_keys', keys: [k], path: [], input: obj });
+          continue;
+        }
+        const r = value.safeParse(obj[k]);
+        if (r.success) out[k] = r.data;
+        else for (const issue of r.error.issues) ctx.addIssue({ ...issue, path: [k, ...issue.path] } as never);
+      }
+      return out as z.output<z.ZodObject<S>> & Record<string, z.output<V> | undefined>;
+    });
+}
 
 /** Levenshtein distance, for "did you mean" suggestions. */
 function editDistance(a: string, b: string): number {

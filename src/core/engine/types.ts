@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { Gpu, ModelSpec, Dtype } from '../catalog/types';
+import type { Fact } from '../facts/schema';
 import type { Finding } from '../findings';
 
 /** One item of an output: text mimes carry a string, JSON mimes (…json, …+json) a JSON value. */
@@ -32,6 +33,8 @@ export interface CellResult {
   name?: string;
   /** Named values, visible to later cells and printed by `inflab eval --json`. */
   values: Record<string, unknown>;
+  /** Typed, unit-carrying facts: what later cells, checks, compare, hovers and plots read. */
+  facts: Fact[];
   findings: Finding[];
   outputs: CellOutput[];
   ok: boolean;
@@ -94,6 +97,8 @@ export interface AnalyzeContext {
 
 export interface RunOutput {
   values?: Record<string, unknown>;
+  /** What the run states for later cells and the checks (every kind returns them). */
+  facts?: Fact[];
   outputs?: CellOutput[];
   findings?: Finding[];
 }
@@ -111,9 +116,16 @@ export interface KindModule<T = any> {
   schema: z.ZodType<T>;
   /** True when the cell cannot do anything without a gpu/model setup. */
   needsSetup?: boolean;
+  /** Facts the cell's own keys state with no run (a record's typed numbers), checked as the user types. */
+  statedFacts?(cell: T): Fact[];
   /** Checks that need no measurement; run as the user types. */
   analyze?(cell: T, ctx: AnalyzeContext): Finding[];
   run(cell: T, ctx: RunContext): Promise<RunOutput>;
+  /**
+   * The facts a result's values state, for a notebook saved before facts existed (read once, when
+   * it is reopened). Kinds whose run derives its facts from its values use the same function.
+   */
+  migrate?(values: Record<string, unknown>, cell: T): Fact[];
 }
 
 export function kindId(k: Pick<KindModule, 'key' | 'variant'>): string {

@@ -8,7 +8,10 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { isGlob, resolveAuditInput } from '../audit/inputs';
 import type { AnalyzeContext, KindModule, NotebookContext } from '../engine/types';
+import type { Fact } from '../facts';
+import { fin } from '../facts/make';
 import { CellError, finding, type Finding } from '../findings';
+import { GiB } from '../units';
 
 const schema = z
   .object({
@@ -46,11 +49,31 @@ function predictedPool(nb: NotebookContext, cellIndex: number) {
   return best;
 }
 
+/** What an audit states from the server's own startup lines: the KV pool, the weights, the sampler. */
+export function auditFacts(values: Record<string, unknown>): Fact[] {
+  const source = 'log';
+  const out: Fact[] = [];
+  const tokens = fin(values.pool_tokens);
+  const avail = fin(values.available_kv_gib);
+  if (tokens !== undefined || avail !== undefined)
+    out.push({
+      kind: 'kv-pool',
+      ...(tokens !== undefined ? { tokens } : {}),
+      ...(avail !== undefined ? { available_bytes: avail * GiB } : {}),
+      source,
+    });
+  const w = fin(values.weights_gib);
+  if (w !== undefined) out.push({ kind: 'weights', bytes: w * GiB, source });
+  if (typeof values.sampler === 'string') out.push({ kind: 'sampling', sampler: values.sampler, source });
+  return out;
+}
+
 export const auditKind: KindModule<Cell> = {
   key: 'audit',
   summary:
     'audit: PATH — read a vLLM server log (or a /metrics URL): KV pool, sampler, timeline, segments, prefix-cache and interference findings',
   schema,
+  migrate: auditFacts,
   analyze(cell, ctx: AnalyzeContext): Finding[] {
     const v = cell.audit.trim();
     if (/^https?:\/\//i.test(v)) return [];
@@ -98,7 +121,7 @@ export const auditKind: KindModule<Cell> = {
             fraction: total ? read / total : undefined,
           }),
       });
-      return { values: res.values, outputs: res.outputs, findings: res.findings };
+      return { values: res.values, facts: auditFacts(res.values), outputs: res.outputs, findings: res.findings };
     } catch (e) {
       if (e instanceof CellError) throw e;
       const msg = (e as Error).message;

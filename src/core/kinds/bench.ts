@@ -11,6 +11,7 @@ import type { ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
+import { benchFacts } from './benchFacts';
 
 const slo = z
   .object({
@@ -308,7 +309,8 @@ async function run(cell: Cell, ctx: RunContext) {
   ];
   const rec = recordsOutput(result);
   if (rec) outputs.push(rec);
-  return { values: benchValues(result, spec), outputs, findings: benchFindings(result, spec) };
+  const values = benchValues(result, spec);
+  return { values, facts: benchFacts(values, cell), outputs, findings: benchFindings(result, spec) };
 }
 
 export const benchSweepKind: KindModule<Cell> = {
@@ -320,6 +322,7 @@ export const benchSweepKind: KindModule<Cell> = {
   needsSetup: true,
   analyze,
   run,
+  migrate: benchFacts,
 };
 
 export const benchRateKind: KindModule<Cell> = {
@@ -331,4 +334,5 @@ export const benchRateKind: KindModule<Cell> = {
   needsSetup: true,
   analyze,
   run,
+  migrate: benchFacts,
 };

@@ -650,6 +650,8 @@ export const compareKind: KindModule<Cell> = {
         failed: fail,
         rows: ev.rows.map(({ tolerance, ...r }) => ({ ...r, tolerance })),
       },
+      // A verdict is read by people, not by later cells: it states no facts.
+      facts: [],
       outputs: [table, ...(await plots(ev, tol))],
       findings: ev.findings,
     };

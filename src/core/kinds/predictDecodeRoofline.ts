@@ -3,6 +3,8 @@ import { z } from 'zod';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
+import type { Fact } from '../facts';
+import { fin } from '../facts/make';
 import { finding } from '../findings';
 import { decodeRoofline, MOE_WEIGHTS, type DecodeRow, type MoeWeights } from '../physics';
 import { plotOutput } from '../plots/render';
@@ -38,12 +40,41 @@ const MOE_WORDS: Record<MoeWeights, string> = {
   expected: 'expected distinct experts at each batch, E·(1 − (1 − k/E)^B) per layer, uniform routing',
 };
 
+/** What a decode roofline states: its curves (tok/s against batch), ceilings, the step floor, the weights. */
+function rooflineFacts(v: Record<string, unknown>): Fact[] {
+  const source = 'predict: decode-roofline';
+  const rows = (Array.isArray(v.rows) ? v.rows : []) as Record<string, unknown>[];
+  const curve = (y: 'output_throughput' | 'per_user_throughput', key: string, label: string): Fact[] => {
+    const points = rows
+      .map((r) => ({ x: fin(r.batch), y: fin(r[key]) }))
+      .filter((p): p is { x: number; y: number } => p.x !== undefined && p.y !== undefined);
+    return points.length ? [{ kind: 'curve', x: 'batch', y, unit: 'tok/s', points, label, source }] : [];
+  };
+  const out: Fact[] = [
+    ...curve('output_throughput', 'aggregate_tok_s', 'decode roofline (aggregate)'),
+    ...curve('per_user_throughput', 'per_user_tok_s', 'decode roofline (per user)'),
+  ];
+  const ceiling = (metric: 'per-user' | 'compute-roof' | 'bandwidth-asymptote', x: unknown, formula: string) => {
+    const tok_s = fin(x);
+    if (tok_s !== undefined) out.push({ kind: 'ceiling', metric, tok_s, formula, source });
+  };
+  ceiling('per-user', v.ceiling_tok_s, 'BW / W');
+  ceiling('compute-roof', v.compute_roof_tok_s, 'peak / (2·params)');
+  ceiling('bandwidth-asymptote', v.asymptote_tok_s, 'BW / kv(c)');
+  const floor = fin(v.decode_step_floor_ms);
+  if (floor !== undefined) out.push({ kind: 'floor', metric: 'decode-step', ms: floor, formula: 'W / BW', source });
+  const w = fin(v.weights_bytes);
+  if (w !== undefined) out.push({ kind: 'weights', bytes: w, source });
+  return out;
+}
+
 export const decodeRooflineKind: KindModule<Cell> = {
   key: 'predict',
   variant: 'decode-roofline',
   summary: 'predict: decode-roofline — aggregate and per-user tok/s against batch size',
   schema,
   needsSetup: true,
+  migrate: rooflineFacts,
   analyze(cell, ctx) {
     if (cell.moe_weights && ctx.setup && !ctx.setup.model.moe) {
       return [
@@ -148,8 +179,10 @@ export const decodeRooflineKind: KindModule<Cell> = {
       ],
     });
     const { rows, ...scalars } = r;
+    const values = { ...scalars, context_mode: live ? 'live' : 'fixed', rows };
     return {
-      values: { ...scalars, context_mode: live ? 'live' : 'fixed', rows },
+      values,
+      facts: rooflineFacts(values),
       outputs: [
         table,
         factsOutput(

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { factsOutput } from '../engine/outputs';
 import { quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
+import type { Fact } from '../facts';
+import { fin } from '../facts/make';
 import {
   computePeakInfo,
   kvBytesPerToken,
@@ -37,12 +39,54 @@ export const SIMPLE_FORMULA = '2 · params · N / peak';
 export const STRICT_FORMULA =
   '(2 · non-embedding params · N + 2 · vocab · hidden + 4 · layers · heads · head_dim · N(N+1)/2) / peak';
 
+/** What a floors prediction states: the floors, the per-user ceiling, the ridge point, the weights. */
+function floorFacts(v: Record<string, unknown>): Fact[] {
+  const source = 'predict: floors';
+  const out: Fact[] = [];
+  const prompt = fin(v.prompt_tokens);
+  const floor = (metric: 'prefill' | 'prefill-strict' | 'decode-step', ms: unknown, formula: unknown) => {
+    const x = fin(ms);
+    if (x !== undefined)
+      out.push({
+        kind: 'floor',
+        metric,
+        ms: x,
+        ...(metric === 'decode-step' || prompt === undefined ? {} : { prompt_tokens: prompt }),
+        formula: String(formula),
+        source,
+      });
+  };
+  floor('prefill', v.prefill_floor_ms, v.prefill_floor_formula ?? SIMPLE_FORMULA);
+  floor('prefill-strict', v.prefill_floor_strict_ms, v.prefill_floor_strict_formula ?? STRICT_FORMULA);
+  floor('decode-step', v.decode_step_floor_ms, 'W / BW');
+  const ceiling = fin(v.ceiling_tok_s);
+  if (ceiling !== undefined)
+    out.push({ kind: 'ceiling', metric: 'per-user', tok_s: ceiling, formula: 'BW / W', source });
+  const ridge = fin(v.ridge_flop_per_byte);
+  const peak = fin(v.peak_flops);
+  const bw = fin(v.bandwidth);
+  if (ridge !== undefined && peak !== undefined && bw !== undefined)
+    out.push({
+      kind: 'roofline',
+      ridge_flop_per_byte: ridge,
+      peak_flop_s: peak,
+      bandwidth_bytes_s: bw,
+      dtype: String(v.peak_dtype),
+      source,
+    });
+  const w = fin(v.weights_bytes);
+  if (w !== undefined) out.push({ kind: 'weights', bytes: w, source });
+  if (prompt !== undefined) out.push({ kind: 'tokens', metric: 'prompt', tokens: prompt, source });
+  return out;
+}
+
 export const floorsKind: KindModule<Cell> = {
   key: 'predict',
   variant: 'floors',
   summary: 'predict: floors — prefill compute floor, decode step floor, ridge point',
   schema,
   needsSetup: true,
+  migrate: floorFacts,
   async run(cell, ctx) {
     const s = ctx.setup!;
     const N = (cell.prompt ?? cell.input)?.value ?? 1000;
@@ -91,6 +135,7 @@ export const floorsKind: KindModule<Cell> = {
     ];
     return {
       values,
+      facts: floorFacts(values),
       outputs: [
         factsOutput(
           `Floors — ${setupLabel(s)}, prompt ${fmtNum(N, 0)} tokens`,

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { factsOutput } from '../engine/outputs';
 import { quantity } from '../engine/schema';
 import type { AnalyzeContext, KindModule, Setup } from '../engine/types';
+import type { Fact } from '../facts';
+import { fin } from '../facts/make';
 import { finding, type Finding } from '../findings';
 import {
   BLOCK_SIZE,
@@ -91,12 +93,31 @@ function gbSlip(cell: Cell, ctx: AnalyzeContext): Finding[] {
   ];
 }
 
+/** What a pool prediction states: the pool (tokens, bytes, available memory) and the weights. */
+function kvPoolFacts(v: Record<string, unknown>): Fact[] {
+  const source = 'predict: kv-pool';
+  const out: Fact[] = [];
+  const tokens = fin(v.pool_tokens);
+  if (tokens !== undefined)
+    out.push({
+      kind: 'kv-pool',
+      tokens,
+      ...(fin(v.pool_bytes) !== undefined ? { bytes: fin(v.pool_bytes) } : {}),
+      ...(fin(v.available_kv_bytes) !== undefined ? { available_bytes: fin(v.available_kv_bytes) } : {}),
+      source,
+    });
+  const w = fin(v.weights_bytes);
+  if (w !== undefined) out.push({ kind: 'weights', bytes: w, source });
+  return out;
+}
+
 export const kvPoolKind: KindModule<Cell> = {
   key: 'predict',
   variant: 'kv-pool',
   summary: 'predict: kv-pool — vLLM V1 KV-cache pool: tokens, blocks, max concurrency, memory breakdown',
   schema,
   needsSetup: true,
+  migrate: kvPoolFacts,
   analyze(cell, ctx) {
     const out = gbSlip(cell, ctx);
     const s = ctx.setup;
@@ -182,6 +203,7 @@ export const kvPoolKind: KindModule<Cell> = {
     const plot = await breakdownPlot(p, s);
     return {
       values: { ...p },
+      facts: kvPoolFacts({ ...p }),
       outputs: [
         factsOutput(
           `KV-cache pool (vLLM V1) — ${setupLabel(s)}`,

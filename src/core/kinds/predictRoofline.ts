@@ -7,6 +7,8 @@ import type { Dtype } from '../catalog/types';
 import { tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
+import type { Fact } from '../facts';
+import { fin } from '../facts/make';
 import {
   computePeakInfo,
   decodePoint,
@@ -37,6 +39,7 @@ export const rooflineKind: KindModule<Cell> = {
   summary: 'predict: roofline — attainable FLOP/s against arithmetic intensity, with decode and prefill points',
   schema,
   needsSetup: true,
+  migrate: ridgeFacts,
   async run(cell, ctx) {
     const s = ctx.setup!;
     const context = cell.context?.value ?? 1000;
@@ -139,26 +142,42 @@ export const rooflineKind: KindModule<Cell> = {
       pts,
       `decode: 2·params·B FLOP over W + kv(c)·B bytes; prefill: 2·params·N FLOP over W + kv·N bytes; ridge = peak / BW = ${fmtNum(ridge, 0)} FLOP/byte`,
     );
-    return {
-      values: {
-        ridge_flop_per_byte: ridge,
-        peak_flops: used.peak,
-        peak_dtype: used.dtype,
-        bandwidth: s.gpu.bandwidth,
-        context,
-        prompt_tokens: prompt,
-        points: points.map(({ label, kind, intensity, attainable_flops, bound }) => ({
-          label,
-          kind,
-          intensity,
-          attainable_flops,
-          bound,
-        })),
-      },
-      outputs: [table, plot],
+    const values = {
+      ridge_flop_per_byte: ridge,
+      peak_flops: used.peak,
+      peak_dtype: used.dtype,
+      bandwidth: s.gpu.bandwidth,
+      context,
+      prompt_tokens: prompt,
+      points: points.map(({ label, kind, intensity, attainable_flops, bound }) => ({
+        label,
+        kind,
+        intensity,
+        attainable_flops,
+        bound,
+      })),
     };
+    return { values, facts: ridgeFacts(values), outputs: [table, plot] };
   },
 };
+
+/** What a roofline states: the ridge point, the peak and the bandwidth it was drawn with. */
+function ridgeFacts(v: Record<string, unknown>): Fact[] {
+  const ridge = fin(v.ridge_flop_per_byte);
+  const peak = fin(v.peak_flops);
+  const bw = fin(v.bandwidth);
+  if (ridge === undefined || peak === undefined || bw === undefined) return [];
+  return [
+    {
+      kind: 'roofline',
+      ridge_flop_per_byte: ridge,
+      peak_flop_s: peak,
+      bandwidth_bytes_s: bw,
+      dtype: String(v.peak_dtype),
+      source: 'predict: roofline',
+    },
+  ];
+}
 
 function logspace(lo: number, hi: number, n: number): number[] {
   const a = Math.log10(lo);

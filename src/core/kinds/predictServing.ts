@@ -9,6 +9,8 @@ import type { PointMetrics } from '../bench/metrics';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
+import { LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
+import { fin, latencyFacts } from '../facts/make';
 import { finding, type Finding } from '../findings';
 import { decodeRoofline, prefillFloorSimple } from '../physics';
 import { plotOutput } from '../plots/render';
@@ -107,6 +109,59 @@ export interface ServingPoint {
 const ms = (v: number) => (Number.isFinite(v) ? fmtNum(v, v < 10 ? 2 : 1) : '—');
 const pct = (v: number) => `${fmtNum(100 * v, 1)}%`;
 
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+
+/**
+ * What a serving prediction states: the predicted throughput curve (what a bench plot draws as the
+ * prediction), and per point every latency stat, throughputs, Little's law and prefix-cache hits.
+ */
+function servingFacts(values: Record<string, unknown>): Fact[] {
+  const source = 'predict: serving';
+  const points = (Array.isArray(values.points) ? values.points : []).filter(isObj);
+  const open = values.loop === 'open';
+  const out: Fact[] = [];
+  const curve: { x: number; y: number }[] = [];
+  points.forEach((p, i) => {
+    const x = fin(open ? p.rate : p.concurrency);
+    const point: Point = {
+      loop: open ? 'open' : 'closed',
+      ...(x === undefined ? {} : open ? { req_s: x } : { concurrency: x }),
+    };
+    const common = { point, at: [open ? 'rate' : 'concurrency', i], source };
+    const m = isObj(p.metrics) ? p.metrics : {};
+    for (const metric of LATENCY_METRICS as readonly LatencyMetric[])
+      out.push(...latencyFacts(metric, m[`${metric}_ms`], common));
+    const tok = fin(m.output_throughput);
+    if (tok !== undefined) {
+      out.push({ kind: 'throughput', metric: 'output', tok_s: tok, ...common });
+      if (x !== undefined) curve.push({ x, y: tok });
+    }
+    const req = fin(m.request_throughput);
+    if (req !== undefined) out.push({ kind: 'request-rate', metric: 'completed', req_s: req, ...common });
+    const little = isObj(m.little) ? m.little : {};
+    const predicted = fin(little.predicted_in_flight);
+    const observed = fin(little.observed_in_flight);
+    if (predicted !== undefined && observed !== undefined) out.push({ kind: 'little', predicted, observed, ...common });
+    const hit = fin(p.prefix_hit_rate);
+    if (hit !== undefined) out.push({ kind: 'prefix-hits', rate: hit, ...common });
+  });
+  if (curve.length)
+    out.unshift({
+      kind: 'curve',
+      x: open ? 'rate' : 'concurrency',
+      y: 'output_throughput',
+      unit: 'tok/s',
+      points: curve,
+      label: 'predict: serving',
+      source,
+    });
+  const input = fin(values.input);
+  const output = fin(values.output);
+  if (input !== undefined) out.push({ kind: 'tokens', metric: 'prompt', tokens: input, source });
+  if (output !== undefined) out.push({ kind: 'tokens', metric: 'output', tokens: output, source });
+  return out;
+}
+
 export const servingKind: KindModule<Cell> = {
   key: 'predict',
   variant: 'serving',
@@ -114,6 +169,7 @@ export const servingKind: KindModule<Cell> = {
     'predict: serving — TTFT/TPOT/ITL/E2E and throughput from a simulated vLLM engine, beside the decode roofline',
   schema,
   needsSetup: true,
+  migrate: servingFacts,
   analyze(cell) {
     const out: Finding[] = [];
     const points = (cell.concurrency ?? cell.rate ?? []).length;
@@ -366,25 +422,22 @@ export const servingKind: KindModule<Cell> = {
           ),
         );
     }
-    return {
-      values: {
-        loop: closed ? 'closed' : 'open',
-        input,
-        output,
-        assumptions: {
-          prefill_mfu: cfg.prefillMfu,
-          step_overhead_s: cfg.stepOverheadS,
-          max_num_seqs: cfg.maxNumSeqs,
-          max_num_batched_tokens: cfg.maxNumBatchedTokens,
-          prefix_caching: cfg.prefixCaching,
-          kv_pool_tokens: cfg.numGpuBlocks * cfg.blockSize,
-          defaults: ENGINE_DEFAULTS,
-        },
-        points,
-        simulated_ms: simMs,
+    const values = {
+      loop: closed ? 'closed' : 'open',
+      input,
+      output,
+      assumptions: {
+        prefill_mfu: cfg.prefillMfu,
+        step_overhead_s: cfg.stepOverheadS,
+        max_num_seqs: cfg.maxNumSeqs,
+        max_num_batched_tokens: cfg.maxNumBatchedTokens,
+        prefix_caching: cfg.prefixCaching,
+        kv_pool_tokens: cfg.numGpuBlocks * cfg.blockSize,
+        defaults: ENGINE_DEFAULTS,
       },
-      outputs: [gap, latency, assumptions, plot],
-      findings,
+      points,
+      simulated_ms: simMs,
     };
+    return { values, facts: servingFacts(values), outputs: [gap, latency, assumptions, plot], findings };
   },
 };

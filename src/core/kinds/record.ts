@@ -15,21 +15,25 @@
 import { z } from 'zod';
 import { bounds, short, time } from '../checks/common';
 import { tableOutput } from '../engine/outputs';
-import { quantity } from '../engine/schema';
+import { quantity, withMetricKeys } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
+import { parseMetricKey, type Fact, type Point } from '../facts';
 import { dimName, fmtBytes, fmtNum, GiB, type Quantity } from '../units';
 
-const t = () => quantity('time', { positive: true }).optional();
-const timeKeys = {} as Record<string, ReturnType<typeof t>>;
-for (const k of ['ttft', 'tpot', 'itl', 'e2e'])
-  for (const p of ['', '_p50', '_p90', '_p99']) timeKeys[`${k}${p}`] = t();
+const timeQ = quantity('time', { positive: true });
+const t = () => timeQ.optional();
 
 const offOrNumber = z.union([z.number(), z.null(), z.literal(false), z.enum(['none', 'off'])]);
 
-const schema = z
-  .object({
+// Besides these keys, any latency metric with a stat (ttft_p95, tpot_p99.9, e2e_median) is a time.
+const schema = withMetricKeys(
+  {
     record: z.union([z.string(), z.number()]).transform(String),
-    ...(timeKeys as Record<`${'ttft' | 'tpot' | 'itl' | 'e2e'}${'' | '_p50' | '_p90' | '_p99'}`, ReturnType<typeof t>>),
+    /** Means; the other stats are written metric_stat: ttft_p95. */
+    ttft: t(),
+    tpot: t(),
+    itl: t(),
+    e2e: t(),
     /** One decode step of the engine (all running sequences advance one token). */
     step: t(),
     /** Network round trip from the client to the endpoint. */
@@ -66,8 +70,9 @@ const schema = z
     /** Whether the requests carried a request-level seed. */
     request_seed: z.union([z.boolean(), z.number()]).optional(),
     notes: z.string().optional(),
-  })
-  .strict();
+  },
+  timeQ,
+);
 
 type Cell = z.output<typeof schema>;
 
@@ -107,7 +112,7 @@ function shown(q: Quantity): string {
 function physicsNote(key: string, cell: Record<string, unknown>, setup: Setup | undefined): string {
   if (!setup) return '';
   const b = bounds(setup);
-  const base = key.replace(/_p\d\d$/, '');
+  const base = parseMetricKey(key)?.metric ?? key;
   const prompt = isQty(cell.prompt) ? cell.prompt.value : undefined;
   const thr = cell.throughput;
   switch (base) {
@@ -135,12 +140,92 @@ function physicsNote(key: string, cell: Record<string, unknown>, setup: Setup | 
   }
 }
 
+const REQUEST_RATES = {
+  request_throughput: 'completed',
+  rate: 'offered',
+  capacity: 'capacity',
+} as const;
+const TOKEN_RATES = { output_throughput: 'output', total_throughput: 'total', per_user: 'per_user' } as const;
+
+/**
+ * What a record states: one fact per typed number, each at its own key (the path a finding stands
+ * on), at the record's point (batch, concurrency, rate, loop) and with its `source:`.
+ */
+export function recordFacts(cell: Record<string, unknown>): Fact[] {
+  const n = (k: string) => (isQty(cell[k]) ? (cell[k] as Quantity).value : undefined);
+  const num = (k: string) => (typeof cell[k] === 'number' ? (cell[k] as number) : undefined);
+  const point: Point = {};
+  if (num('batch') !== undefined) point.batch = num('batch');
+  if (num('concurrency') !== undefined) point.concurrency = num('concurrency');
+  if (n('rate') !== undefined) point.req_s = n('rate');
+  const load = cell.load;
+  point.loop =
+    load === 'closed' || load === 'open'
+      ? load
+      : point.concurrency !== undefined && point.req_s === undefined
+        ? 'closed'
+        : point.req_s !== undefined
+          ? 'open'
+          : undefined;
+  if (point.loop === undefined) delete point.loop;
+  const common = {
+    ...(Object.keys(point).length ? { point } : {}),
+    ...(typeof cell.source === 'string' ? { source: cell.source } : {}),
+  };
+  const out: Fact[] = [];
+  for (const [key, raw] of Object.entries(cell)) {
+    if (!isQty(raw)) continue;
+    const v = raw.value;
+    const at = [key];
+    const metric = parseMetricKey(key);
+    const d = dimName(raw);
+    if (metric && d === 'time') out.push({ kind: 'latency', ...metric, ms: v * 1e3, at, ...common });
+    else if (key === 'throughput')
+      out.push(
+        d === 'request_rate'
+          ? { kind: 'request-rate', metric: 'completed', req_s: v, at, ...common }
+          : { kind: 'throughput', metric: 'aggregate', tok_s: v, at, ...common },
+      );
+    else if (key in TOKEN_RATES)
+      out.push({ kind: 'throughput', metric: TOKEN_RATES[key as keyof typeof TOKEN_RATES], tok_s: v, at, ...common });
+    else if (key in REQUEST_RATES)
+      out.push({
+        kind: 'request-rate',
+        metric: REQUEST_RATES[key as keyof typeof REQUEST_RATES],
+        req_s: v,
+        at,
+        ...common,
+      });
+    else if (key === 'prompt' || key === 'output') out.push({ kind: 'tokens', metric: key, tokens: v, at, ...common });
+    else if (key === 'kv_pool') out.push({ kind: 'kv-pool', tokens: v, at, ...common });
+    else if (key === 'available_kv') out.push({ kind: 'kv-pool', available_bytes: v, at, ...common });
+    else if (key === 'prefix_cache_hit_rate') out.push({ kind: 'prefix-hits', rate: v, at, ...common });
+  }
+  const sampled = ['sampler', 'top_p', 'top_k', 'request_seed'].filter((k) => cell[k] !== undefined);
+  if (sampled.length) {
+    const knob = (x: unknown) => (x === undefined ? {} : x);
+    out.push({
+      kind: 'sampling',
+      ...(typeof cell.sampler === 'string' ? { sampler: cell.sampler } : {}),
+      ...(cell.top_p !== undefined ? { top_p: knob(cell.top_p) as number | string | boolean | null } : {}),
+      ...(cell.top_k !== undefined ? { top_k: knob(cell.top_k) as number | string | boolean | null } : {}),
+      ...(cell.request_seed !== undefined ? { request_seed: cell.request_seed as number | boolean } : {}),
+      at: [sampled[0]],
+      ...common,
+    });
+  }
+  return out;
+}
+
 export const recordKind: KindModule<Cell> = {
   key: 'record',
   summary:
     'record: NAME — numbers measured elsewhere (ttft, tpot, throughput, kv_pool …), typed with units and checked against physics',
   schema,
-  // The physics rules read record cells statically (checks/, kind "record"): no analyze of its own.
+  // The physics rules read a record's facts as it is typed: no analyze of its own.
+  statedFacts: (cell) => recordFacts(cell),
+  // A record's facts come from its keys, so a notebook saved before facts existed restates them from the cell.
+  migrate: (_values, cell) => recordFacts(cell),
   async run(cell, ctx) {
     const values: Record<string, unknown> = {};
     const rows: { key: string; value: string; physics: string }[] = [];
@@ -165,6 +250,6 @@ export const recordKind: KindModule<Cell> = {
       rows,
       setup ? undefined : 'No setup above: add one (gpu, model) to check these numbers against physics.',
     );
-    return { values, outputs: [table] };
+    return { values, facts: recordFacts(cell), outputs: [table] };
   },
 };

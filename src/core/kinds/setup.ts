@@ -11,6 +11,7 @@ import { factsOutput } from '../engine/outputs';
 import { quantity, suggestions, zodFindings } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
+import { weightsBytes } from '../physics';
 import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GB, GiB } from '../units';
 
 export const SETUP_KEYS = ['gpu', 'model', 'weights', 'kv_cache', 'endpoint'] as const;
@@ -283,6 +284,20 @@ export const setupKind: KindModule<SetupCell> = {
         params_total: m.params.total,
         params_active: m.params.active,
       },
+      facts: [
+        {
+          kind: 'setup',
+          name: s.name,
+          gpu: s.gpu.id,
+          model: m.id,
+          weights: s.weights,
+          kv_cache: s.kvCache,
+          ...(s.endpoint ? { endpoint: s.endpoint } : {}),
+          params_total: m.params.total,
+          params_active: m.params.active,
+        },
+        { kind: 'weights', bytes: weightsBytes(m, s.weights), source: `setup ${s.name}` },
+      ],
       outputs: [factsOutput(`setup ${s.name}`, facts, `GPU source: ${s.gpu.source}. Model source: ${m.source}.`)],
     };
   },

@@ -1,0 +1,32 @@
+/** Small builders the kinds use to state facts: non-finite numbers state nothing. */
+import type { Fact, Point } from './schema';
+import { canonicalStat, type LatencyMetric } from './stat';
+
+/** The number, when it is a finite one. */
+export function fin(x: unknown): number | undefined {
+  return typeof x === 'number' && Number.isFinite(x) ? x : undefined;
+}
+
+type Common = { point?: Point; at?: (string | number)[]; source?: string };
+
+/**
+ * Latency facts from a summary that keeps mean, median and percentiles by key (p90, p99, p99_9,
+ * as the bench and the simulator write them); every stat it holds becomes a fact.
+ */
+export function latencyFacts(metric: LatencyMetric, d: unknown, common: Common): Fact[] {
+  if (typeof d !== 'object' || d === null) return [];
+  const o = d as Record<string, unknown>;
+  const out: Fact[] = [];
+  const put = (stat: string, v: unknown) => {
+    const ms = fin(v);
+    if (ms !== undefined && ms >= 0) out.push({ kind: 'latency', metric, stat, ms, ...common });
+  };
+  put('mean', o.mean);
+  put('p50', o.median);
+  const p = typeof o.p === 'object' && o.p !== null ? (o.p as Record<string, unknown>) : o;
+  for (const [k, v] of Object.entries(p)) {
+    const stat = /^p\d/.test(k) ? canonicalStat(k) : undefined;
+    if (stat && stat !== 'p50') put(stat, v);
+  }
+  return out;
+}

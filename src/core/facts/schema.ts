@@ -1,0 +1,196 @@
+/**
+ * Facts: what a cell tells the cells after it. Each fact is a tagged record whose number fields
+ * are named by their unit (ms, tok_s, req_s, tokens, bytes) or are dimensionless by type (a rate
+ * of hits is a fraction, Little's law counts requests in flight). Checks, compare, hovers and plots
+ * read facts, never a value found by guessing its name.
+ *
+ * Facts are saved in the notebook under their own versioned mime (FACTS_MIME) and validated when a
+ * notebook is reopened; a fact that no longer validates is dropped with a finding.
+ */
+import { z } from 'zod';
+import { canonicalStat, LATENCY_METRICS } from './stat';
+
+export const FACTS_VERSION = 1;
+export const FACTS_MIME = 'application/vnd.inflab.facts.v1+json';
+
+const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+const nonNeg = finite.refine((x) => x >= 0, 'must not be negative');
+
+/** Closed loop fixes the requests in flight (concurrency); open loop fixes the arrival rate. */
+export const LOOPS = ['closed', 'open'] as const;
+export type Loop = (typeof LOOPS)[number];
+
+/** The load a fact was measured or predicted at. */
+export const pointSchema = z
+  .object({
+    loop: z.enum(LOOPS).optional(),
+    concurrency: finite.optional(),
+    /** Offered arrival rate, req/s (open loop). */
+    req_s: finite.optional(),
+    batch: finite.optional(),
+  })
+  .strict();
+export type Point = z.output<typeof pointSchema>;
+
+/** Fields every fact may carry. */
+const common = {
+  point: pointSchema.optional(),
+  /** Where the number stands in its cell, for findings and related information. */
+  at: z.array(z.union([z.string(), z.number()])).optional(),
+  /** Who produced the number: 'client', 'log', 'predict: serving', a record's `source:` text. */
+  source: z.string().optional(),
+};
+
+/** A stat string, stored in its one spelling (parseStat in stat.ts says what it means). */
+const stat = z.string().refine((s) => canonicalStat(s) === s, { message: 'a stat: mean, min, max, p50, p95, p99.9 …' });
+
+const latency = z
+  .object({ kind: z.literal('latency'), metric: z.enum(LATENCY_METRICS), stat, ms: nonNeg, ...common })
+  .strict();
+
+/** Tokens per second: output, total (prompt + output), aggregate (unspecified), one stream's. */
+export const TOKEN_RATE_METRICS = ['output', 'total', 'aggregate', 'per_user'] as const;
+const throughput = z
+  .object({ kind: z.literal('throughput'), metric: z.enum(TOKEN_RATE_METRICS), tok_s: nonNeg, ...common })
+  .strict();
+
+/** Requests per second: completed, goodput (meeting every SLO), offered (open loop), capacity (claimed). */
+export const REQUEST_RATE_METRICS = ['completed', 'goodput', 'offered', 'capacity'] as const;
+const requestRate = z
+  .object({ kind: z.literal('request-rate'), metric: z.enum(REQUEST_RATE_METRICS), req_s: nonNeg, ...common })
+  .strict();
+
+/** Tokens per request: the prompt and the output of the requests a fact was measured with. */
+const tokens = z
+  .object({ kind: z.literal('tokens'), metric: z.enum(['prompt', 'output']), tokens: nonNeg, ...common })
+  .strict();
+
+export const CURVE_X = ['batch', 'concurrency', 'rate'] as const;
+export const CURVE_Y = ['output_throughput', 'per_user_throughput'] as const;
+/** A predicted curve (tok/s against load); `label` names what drew it. */
+const curve = z
+  .object({
+    kind: z.literal('curve'),
+    x: z.enum(CURVE_X),
+    y: z.enum(CURVE_Y),
+    unit: z.literal('tok/s'),
+    points: z.array(z.object({ x: finite, y: nonNeg }).strict()),
+    label: z.string(),
+    ...common,
+  })
+  .strict();
+
+const kvPool = z
+  .object({
+    kind: z.literal('kv-pool'),
+    /** "GPU KV cache size" (vLLM), tokens; absent when only the memory is known. */
+    tokens: nonNeg.optional(),
+    /** Bytes the whole blocks of the pool take. */
+    bytes: nonNeg.optional(),
+    /** "Available KV cache memory" (vLLM), bytes. */
+    available_bytes: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
+/** Little's law L = λ·W: λ·W (predicted) against the observed time-averaged requests in flight. */
+const little = z.object({ kind: z.literal('little'), predicted: nonNeg, observed: nonNeg, ...common }).strict();
+
+/** Prefix-cache hit rate, a fraction of prompt tokens. */
+const prefixHits = z.object({ kind: z.literal('prefix-hits'), rate: nonNeg, ...common }).strict();
+
+const weights = z.object({ kind: z.literal('weights'), bytes: nonNeg, ...common }).strict();
+
+/** Lower bounds on a time: the prefill compute floor (simple, strict) and the decode step floor. */
+export const FLOOR_METRICS = ['prefill', 'prefill-strict', 'decode-step'] as const;
+const floor = z
+  .object({
+    kind: z.literal('floor'),
+    metric: z.enum(FLOOR_METRICS),
+    ms: nonNeg,
+    prompt_tokens: nonNeg.optional(),
+    formula: z.string(),
+    ...common,
+  })
+  .strict();
+
+/** Upper bounds on a token rate. */
+export const CEILING_METRICS = ['per-user', 'compute-roof', 'bandwidth-asymptote'] as const;
+const ceiling = z
+  .object({
+    kind: z.literal('ceiling'),
+    metric: z.enum(CEILING_METRICS),
+    tok_s: nonNeg,
+    formula: z.string(),
+    ...common,
+  })
+  .strict();
+
+const roofline = z
+  .object({
+    kind: z.literal('roofline'),
+    ridge_flop_per_byte: nonNeg,
+    peak_flop_s: nonNeg,
+    bandwidth_bytes_s: nonNeg,
+    dtype: z.string(),
+    ...common,
+  })
+  .strict();
+
+const setup = z
+  .object({
+    kind: z.literal('setup'),
+    name: z.string(),
+    gpu: z.string(),
+    model: z.string(),
+    weights: z.string(),
+    kv_cache: z.string(),
+    endpoint: z.string().optional(),
+    params_total: nonNeg,
+    params_active: nonNeg,
+    ...common,
+  })
+  .strict();
+
+/** How a benchmark generated its prompts: one fixed seed for every point, or a seed per point. */
+const seed = z
+  .object({ kind: z.literal('seed'), mode: z.enum(['fixed', 'per-point']), value: finite.optional(), ...common })
+  .strict();
+
+const knob = z.union([finite, z.string(), z.boolean(), z.null()]);
+/** The sampler a server selected and what the requests asked of it. */
+const sampling = z
+  .object({
+    kind: z.literal('sampling'),
+    sampler: z.string().optional(),
+    top_p: knob.optional(),
+    top_k: knob.optional(),
+    request_seed: knob.optional(),
+    ...common,
+  })
+  .strict();
+
+export const factSchema = z.discriminatedUnion('kind', [
+  latency,
+  throughput,
+  requestRate,
+  tokens,
+  curve,
+  kvPool,
+  little,
+  prefixHits,
+  weights,
+  floor,
+  ceiling,
+  roofline,
+  setup,
+  seed,
+  sampling,
+]);
+
+export type Fact = z.output<typeof factSchema>;
+export type FactKind = Fact['kind'];
+export type FactOf<K extends FactKind> = Extract<Fact, { kind: K }>;
+
+/** What is saved in the notebook under FACTS_MIME. */
+export const savedFactsSchema = z.object({ version: z.literal(FACTS_VERSION), facts: z.array(z.unknown()) }).strict();

@@ -1,0 +1,223 @@
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { describe, test } from 'node:test';
+import { createNotebookContext, restoreResult, runCell } from '../../src/core/engine/engine';
+import { MIME } from '../../src/core/engine/outputs';
+import type { CellOutput } from '../../src/core/engine/types';
+import {
+  canonicalStat,
+  factName,
+  factSchema,
+  factsOf,
+  FACTS_VERSION,
+  parseMetricKey,
+  statQuantile,
+} from '../../src/core/facts';
+import { parseNotebook } from '../../src/core/notebook/format';
+import { SimEndpoints } from '../../src/core/sim/endpoints';
+
+const root = path.resolve(import.meta.dirname, '../..');
+const SETUP = 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b';
+
+describe('stats are data, parsed in one place', () => {
+  test('every spelling of a stat has one canonical name', () => {
+    assert.equal(canonicalStat('median'), 'p50');
+    assert.equal(canonicalStat('p99_9'), 'p99.9');
+    assert.equal(canonicalStat('P95'), 'p95');
+    assert.equal(canonicalStat('avg'), 'mean');
+    assert.equal(canonicalStat('p100'), undefined);
+    assert.equal(canonicalStat('fast'), undefined);
+    assert.equal(statQuantile('p99.9'), 99.9);
+  });
+  test('a key names a metric and a stat: ttft (the mean), ttft_p95, tpot_p99.9, e2e_median', () => {
+    assert.deepEqual(parseMetricKey('ttft'), { metric: 'ttft', stat: 'mean' });
+    assert.deepEqual(parseMetricKey('ttft_p95'), { metric: 'ttft', stat: 'p95' });
+    assert.deepEqual(parseMetricKey('tpot_p99.9'), { metric: 'tpot', stat: 'p99.9' });
+    assert.deepEqual(parseMetricKey('e2e_median'), { metric: 'e2e', stat: 'p50' });
+    assert.equal(parseMetricKey('ttft_fast'), undefined);
+    assert.equal(parseMetricKey('prompt'), undefined);
+  });
+});
+
+describe('every kind states facts that validate', () => {
+  test('predict kinds and a record: facts with their units, saved under the facts mime', async () => {
+    const nb = createNotebookContext(root);
+    await runCell(SETUP, 0, nb);
+    const cells = [
+      'predict: floors\nname: floors\nprompt: 1000 tokens',
+      'predict: decode-roofline\nname: roof\ncontext: 1k tokens\nbatch: [1, 64]',
+      'predict: kv-pool\nname: pool\nmax_model_len: 40960',
+      'predict: roofline\nname: ridge',
+      'record: r\nprompt: 1000 tokens\nttft_p95: 60 ms\nbatch: 1',
+    ];
+    const results = [];
+    for (let i = 0; i < cells.length; i++) results.push(await runCell(cells[i], i + 1, nb));
+    for (const r of results) {
+      assert.ok(r.ok, r.error?.message);
+      assert.ok(r.facts.length > 0, `${r.kind} states facts`);
+      for (const f of r.facts) assert.ok(factSchema.safeParse(f).success, JSON.stringify(f));
+      const saved = r.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.facts);
+      assert.deepEqual(saved?.data, { version: FACTS_VERSION, facts: r.facts });
+    }
+    const [floors, roof, pool, , record] = results;
+    // PHYSICS.md: 2 · 8.19 B params · 1,000 tokens / 312 TFLOP/s = 52.5 ms.
+    const prefill = factsOf(floors.facts, 'floor').find((f) => f.metric === 'prefill')!;
+    assert.ok(Math.abs(prefill.ms - 52.5) < 0.05, String(prefill.ms));
+    assert.equal(prefill.prompt_tokens, 1000);
+    assert.deepEqual(
+      factsOf(roof.facts, 'curve').map((c) => [c.x, c.y, c.points.length]),
+      [
+        ['batch', 'output_throughput', 2],
+        ['batch', 'per_user_throughput', 2],
+      ],
+    );
+    // PHYSICS.md: the vLLM V1 pool on this card at 0.9 is 410,240 tokens.
+    assert.equal(factsOf(pool.facts, 'kv-pool')[0].tokens, 410_240);
+    const p95 = factsOf(record.facts, 'latency')[0];
+    assert.deepEqual(
+      { metric: p95.metric, stat: p95.stat, ms: p95.ms, at: p95.at, point: p95.point },
+      { metric: 'ttft', stat: 'p95', ms: 60, at: ['ttft_p95'], point: { batch: 1 } },
+    );
+    assert.equal(factName(p95), 'ttft.p95');
+  });
+
+  test('a bench sweep states every latency stat per point, Little’s law, and the curve of a serving prediction', async () => {
+    const sims = new SimEndpoints(50);
+    try {
+      const nb = createNotebookContext(root, { simEndpoint: (s) => sims.url(s) });
+      await runCell(`${SETUP}\nendpoint: sim`, 0, nb);
+      const bench = await runCell(
+        'bench: sweep\ninput: 200\noutput: 8\nconcurrency: [1, 4]\nrequests: 8\npercentiles: [50, 95]',
+        1,
+        nb,
+      );
+      assert.ok(bench.ok, bench.error?.message);
+      const ttft = factsOf(bench.facts, 'latency').filter((f) => f.metric === 'ttft');
+      assert.deepEqual(
+        [...new Set(ttft.map((f) => f.stat))].sort(),
+        ['mean', 'p50', 'p95'],
+        'the stats the cell asked for, and the mean',
+      );
+      assert.deepEqual(
+        ttft.filter((f) => f.stat === 'p95').map((f) => [f.point?.concurrency, f.at]),
+        [
+          [1, ['concurrency', 0]],
+          [4, ['concurrency', 1]],
+        ],
+      );
+      assert.equal(factsOf(bench.facts, 'little').length, 2);
+      const serving = await runCell(
+        'predict: serving\ninput: 200 tokens\noutput: 8 tokens\nconcurrency: [1, 4]\nrequests: 8',
+        2,
+        nb,
+      );
+      assert.ok(serving.ok, serving.error?.message);
+      const curve = factsOf(serving.facts, 'curve')[0];
+      assert.equal(curve.label, 'predict: serving');
+      assert.deepEqual(
+        curve.points.map((p) => p.x),
+        [1, 4],
+      );
+    } finally {
+      await sims.close();
+    }
+  });
+});
+
+describe('facts saved in a notebook are validated when it is reopened', () => {
+  const floorsSrc = 'predict: floors\nname: floors\nprompt: 1000 tokens';
+
+  test('a round trip through the saved outputs gives the same facts', async () => {
+    const nb = createNotebookContext(root);
+    await runCell(SETUP, 0, nb);
+    const r = await runCell(floorsSrc, 1, nb);
+    const saved: CellOutput[] = JSON.parse(JSON.stringify(r.outputs));
+    const nb2 = createNotebookContext(root);
+    restoreResult(SETUP, 0, [], nb2);
+    const back = restoreResult(floorsSrc, 1, saved, nb2);
+    assert.deepEqual(back?.facts, r.facts);
+    assert.deepEqual(back?.findings, []);
+  });
+
+  test('a fact that no longer validates is dropped with a finding; the others stay; nothing throws', () => {
+    const nb = createNotebookContext(root);
+    restoreResult(SETUP, 0, [], nb);
+    const good = { kind: 'weights', bytes: 16.38e9 };
+    const outputs: CellOutput[] = [
+      {
+        items: [
+          {
+            mime: MIME.facts,
+            data: {
+              version: FACTS_VERSION,
+              facts: [good, { kind: 'latency', metric: 'ttft', stat: 'fast', ms: 3 }, 7],
+            },
+          },
+        ],
+      },
+    ];
+    const r = restoreResult(floorsSrc, 1, outputs, nb);
+    assert.deepEqual(r?.facts, [good]);
+    assert.deepEqual(
+      r?.findings.map((f) => f.code),
+      ['fact-dropped', 'fact-dropped'],
+    );
+    assert.match(r!.findings[0].message, /Saved fact 2 \(latency\).*stat/);
+  });
+
+  test('facts of an unknown version are set aside with a finding saying to re-run', () => {
+    const nb = createNotebookContext(root);
+    restoreResult(SETUP, 0, [], nb);
+    const r = restoreResult(floorsSrc, 1, [{ items: [{ mime: MIME.facts, data: { version: 99, facts: [] } }] }], nb);
+    assert.deepEqual(r?.facts, []);
+    assert.equal(r?.findings[0].code, 'facts-unreadable');
+    assert.match(r!.findings[0].message, /version 99/);
+  });
+});
+
+describe('a notebook saved before facts existed', () => {
+  // Written by `inflab run examples/day4.inflab` before this change: values only, no facts item.
+  const fixture = path.join(root, 'test/fixtures/notebooks/day4-before-facts.executed.inflab');
+
+  test('opens: each cell’s facts are read from its saved values, once', () => {
+    const file = parseNotebook(fs.readFileSync(fixture, 'utf8'));
+    assert.ok(!file.cells.some((c) => c.outputs?.some((o) => o.items.some((i) => i.mime === MIME.facts))));
+    const nb = createNotebookContext(path.join(root, 'examples'));
+    const restored = new Map<string, ReturnType<typeof restoreResult>>();
+    file.cells.forEach((c, i) => {
+      if (c.kind !== 'code') return;
+      const r = restoreResult(c.source, i, c.outputs ?? [], nb);
+      if (r) restored.set(r.name ?? r.kind, r);
+    });
+    const sweep = restored.get('sweep')!;
+    assert.deepEqual(sweep.findings, []);
+    assert.deepEqual(
+      [
+        ...new Set(
+          factsOf(sweep.facts, 'latency')
+            .filter((f) => f.metric === 'ttft')
+            .map((f) => f.point?.concurrency),
+        ),
+      ],
+      [1, 4, 16],
+    );
+    assert.ok(factsOf(sweep.facts, 'little').length === 3);
+    assert.ok(Math.abs(factsOf(restored.get('floors')!.facts, 'floor')[0].ms - 52.5) < 0.05);
+    assert.equal(factsOf(restored.get('pool')!.facts, 'kv-pool')[0].tokens, 410_240);
+    assert.equal(factsOf(restored.get('day4')!.facts, 'latency')[0].ms, 23);
+  });
+
+  test('and its verdict re-runs against the restored cells with the saved result', async () => {
+    const file = parseNotebook(fs.readFileSync(fixture, 'utf8'));
+    const nb = createNotebookContext(path.join(root, 'examples'));
+    const last = file.cells.length - 1;
+    file.cells.forEach((c, i) => {
+      if (c.kind === 'code' && i < last) restoreResult(c.source, i, c.outputs ?? [], nb);
+    });
+    const savedValues = file.cells[last].outputs!.flatMap((o) => o.items).find((i) => i.mime === MIME.values)!.data;
+    const r = await runCell(file.cells[last].source, last, nb);
+    assert.ok(r.ok, r.error?.message);
+    assert.deepEqual(r.values, savedValues);
+  });
+});
