@@ -134,3 +134,17 @@ test('a setup cell redefining an earlier name shows and registers its own GPU', 
   assert.match(String(again.outputs[0].items.find((i) => i.mime === MIME.plain)?.data), /h100-sxm/);
   assert.equal(nb.setups.get('day4')?.gpu.id, 'h100-sxm');
 });
+
+test('an unknown key is never offered a rename onto a key the cell already has (the quick fix would duplicate it)', () => {
+  const [, fs] = analyzeCells(
+    [
+      'setup: s\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b',
+      'bench: sweep\ninput: 1000\noutput: 100\nconcurrency: [1]\nbatch: 8\nrequets: 5',
+    ],
+    '.',
+  );
+  const batch = fs.find((f) => f.code === 'unknown-key' && f.path?.includes('batch'))!;
+  assert.equal(batch.quickFix, undefined, 'no "rename batch to bench": bench is the kind key, already there');
+  const requets = fs.find((f) => f.code === 'unknown-key' && f.path?.includes('requets'))!;
+  assert.equal(requets.quickFix?.title, 'Rename "requets" to "requests"');
+});

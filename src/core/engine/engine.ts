@@ -134,7 +134,7 @@ export function prepareCell(source: string, cellIndex: number, nb: NotebookConte
   }
   const res = kind.schema.safeParse(data);
   if (!res.success) {
-    out.findings.push(...zodFindings(res.error, kind.schema));
+    out.findings.push(...zodFindings(res.error, kind.schema, [], data));
     return out;
   }
   out.cell = res.data;

@@ -197,24 +197,37 @@ function namesKey(message: string, key: string): boolean {
   return message.includes(`"${key}"`) || message.includes(`"${key}:`) || message.includes(`${key}: …`);
 }
 
-/** Turn zod issues into findings on the offending key, with a message that says what to write. */
-export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellPath = []): Finding[] {
+/** The keys of the mapping at `path` inside a parsed value (none where there is no mapping). */
+function keysAt(input: unknown, path: CellPath): string[] {
+  let v: unknown = input;
+  for (const seg of path) v = v && typeof v === 'object' ? (v as Record<string | number, unknown>)[seg] : undefined;
+  return v && typeof v === 'object' && !Array.isArray(v) ? Object.keys(v) : [];
+}
+
+/**
+ * Turn zod issues into findings on the offending key, with a message that says what to write.
+ * `input` is the value that was parsed: a rename is never suggested onto a key it already has.
+ */
+export function zodFindings(error: z.ZodError, schema: z.ZodTypeAny, base: CellPath = [], input?: unknown): Finding[] {
   const out: Finding[] = [];
   for (const issue of error.issues) {
     const path = [...base, ...(issue.path as (string | number)[])];
     if (issue.code === 'unrecognized_keys') {
       const known = keysOfSchemaAt(schema, issue.path as CellPath);
+      const present = new Set(keysAt(input, issue.path as CellPath));
       for (const k of issue.keys) {
         const s = suggest(k, known);
+        // A rename onto a key the mapping already has would duplicate it: say so instead.
+        const taken = s !== undefined && present.has(s);
         out.push(
           finding(
             'error',
             'unknown-key',
-            `Unknown key "${k}"${s ? `: did you mean "${s}"?` : ''} Known keys here: ${known.join(', ')}`,
+            `Unknown key "${k}"${s ? `: did you mean "${s}"?${taken ? ` ("${s}" is already here: keep one)` : ''}` : ''} Known keys here: ${known.join(', ')}`,
             [...path, k],
             {
-              fix: s ? `rename "${k}" to "${s}"` : `remove "${k}"`,
-              ...(s
+              fix: s && !taken ? `rename "${k}" to "${s}"` : `remove "${k}"`,
+              ...(s && !taken
                 ? {
                     quickFix: {
                       title: `Rename "${k}" to "${s}"`,
