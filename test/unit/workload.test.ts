@@ -156,3 +156,47 @@ test('multi-turn sessions: each turn resends the conversation so far after the t
   // Turns 2 and 3 find their earlier prompts in the prefix cache (256 and 528 tokens, whole blocks).
   assert.ok(res.prefixHits >= 2 * (256 + 528), `hits ${res.prefixHits}`);
 });
+
+test('predict: serving takes the same workload keys: a shared prefix shows as prefix hits, a trace file replays', async () => {
+  const { createNotebookContext, runCell } = await import('../../src/core/engine/engine');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-workload-'));
+  try {
+    const rows = [0, 200, 400, 600].map((t, i) => ({
+      timestamp: t,
+      input_length: 1024,
+      output_length: 16,
+      hash_ids: [1, 10 + i],
+    }));
+    fs.writeFileSync(path.join(dir, 'trace.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n'));
+    const nb = createNotebookContext(dir, {});
+    assert.ok((await runCell('setup: w\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', 0, nb)).ok);
+    const sp = await runCell(
+      'predict: serving\ninput: 1024\noutput: 32\nconcurrency: [8]\nrequests: 200\nshared_prefix: {length: 512, groups: 4}',
+      1,
+      nb,
+    );
+    assert.ok(sp.ok, sp.error?.message);
+    const hit = (sp.values as any).points[0].prefix_hit_rate;
+    const expected = expectedPrefixHitRate(sharedPrefixSpec.parse({ length: 512, groups: 4 }), 1024, 200);
+    assert.ok(Math.abs(hit - expected) <= 0.02, `hit ${hit} vs ${expected}`);
+    const tr = await runCell('predict: serving\ninput: 1024\noutput: 16\ntrace: {file: trace.jsonl}', 2, nb);
+    assert.ok(tr.ok, tr.error?.message);
+    const p = (tr.values as any).points[0];
+    assert.equal(p.metrics.completed, 4);
+    assert.ok(p.prefix_hit_rate > 0.3, `every request after the first reuses block 1: ${p.prefix_hit_rate}`);
+    const dist = await runCell(
+      'predict: serving\ninput: {mean: 800, range_ratio: 0.5}\noutput: {dist: lognormal, mean: 64, std: 32, max: 256}\nconcurrency: [4]\nrequests: 50',
+      3,
+      nb,
+    );
+    assert.ok(dist.ok, dist.error?.message);
+    const missing = await runCell('predict: serving\ninput: 100\noutput: 10\ntrace: {file: nope.jsonl}', 4, nb);
+    assert.equal(missing.ok, false);
+    assert.match(missing.error!.message, /Cannot read "nope.jsonl"/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -8,19 +8,24 @@ import { z } from 'zod';
 import type { PointMetrics } from '../bench/metrics';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
-import type { KindModule } from '../engine/types';
+import type { KindModule, NotebookContext } from '../engine/types';
 import { LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { finding, type Finding } from '../findings';
 import { decodeRoofline, prefillFloorSimple } from '../physics';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
+import { parseLengths, parseTrace, readWorkloadFile } from '../workload/files';
+import { meanLength, RequestPlanner, type LoadedLengths } from '../workload/plan';
+import { lengthSpec, workloadKeys } from '../workload/spec';
 
 const schema = z
   .object({
     predict: z.literal('serving'),
-    input: quantity('tokens', { bare: 'tokens', positive: true }),
-    output: quantity('tokens', { bare: 'tokens', positive: true }),
+    /** A length, or a distribution of them (see workload/spec.ts). */
+    input: lengthSpec,
+    output: lengthSpec,
+    ...workloadKeys,
     /** Closed loop: requests in flight per point. */
     concurrency: oneOrMany(positiveInt).optional(),
     /** Open loop: Poisson arrival rates per point. */
@@ -38,12 +43,22 @@ const schema = z
     ignore_eos: z.boolean().default(true),
   })
   .strict()
-  .refine((c) => (c.concurrency === undefined) !== (c.rate === undefined), {
-    message: 'Give either "concurrency: [1, 8, 64]" (closed loop) or "rate: [1, 4, 16]" req/s (open loop), not both',
+  .refine((c) => (c.trace ? c.concurrency === undefined : (c.concurrency === undefined) !== (c.rate === undefined)), {
+    message:
+      'Give either "concurrency: [1, 8, 64]" (closed loop) or "rate: [1, 4, 16]" req/s (open loop), not both; a trace replays its own arrivals (add "rate:" only to set the points, or leave both out)',
     path: ['concurrency'],
   })
+  .refine((c) => !c.sessions || c.concurrency !== undefined, {
+    message: 'Multi-turn sessions run closed loop: give "concurrency:" (conversations at once)',
+    path: ['sessions'],
+  })
   .superRefine((c, ctx) => {
-    const msg = workLimitMessage(c.requests, (c.concurrency ?? c.rate ?? []).length, c.input.value, c.output.value);
+    const msg = workLimitMessage(
+      c.requests,
+      (c.concurrency ?? c.rate ?? [1]).length,
+      meanLength(c.input),
+      meanLength(c.output),
+    );
     if (msg) ctx.addIssue({ code: 'custom', message: msg, path: ['requests'] });
   });
 
@@ -195,8 +210,9 @@ export const servingKind: KindModule<Cell> = {
       [import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')],
     );
     const setup = ctx.setup!;
-    const input = Math.round(cell.input.value);
-    const output = Math.round(cell.output.value);
+    const workload = await loadWorkload(cell, ctx.notebook);
+    const input = Math.round(meanLength(cell.input, workload.loaded.input));
+    const output = Math.round(meanLength(cell.output, workload.loaded.output));
     const engine = new SimEngine({
       setup,
       prefillMfu: cell.prefill_mfu,
@@ -212,7 +228,8 @@ export const servingKind: KindModule<Cell> = {
         `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
       );
     const closed = cell.concurrency !== undefined;
-    const list: number[] = closed ? cell.concurrency! : cell.rate!.map((q) => q.value);
+    // A trace replays its own arrivals: one point unless rates were given (they then only label points).
+    const list: number[] = closed ? cell.concurrency! : (cell.rate?.map((q) => q.value) ?? [1]);
     const liveContext = input + output / 2;
     const points: ServingPoint[] = [];
     const t0 = performance.now();
@@ -224,8 +241,9 @@ export const servingKind: KindModule<Cell> = {
       const load = new LoadRun(engine, {
         input,
         output,
-        requests: cell.requests,
+        requests: workload.trace ? workload.trace.rows.length : cell.requests,
         seed,
+        plan: workload.planner(seed, cfg.vocab),
         ignoreEos: cell.ignore_eos,
         ...(closed ? { concurrency: x } : { rate: x }),
       });
@@ -441,3 +459,40 @@ export const servingKind: KindModule<Cell> = {
     return { values, facts: servingFacts(values), outputs: [gap, latency, assumptions, plot], findings };
   },
 };
+
+/**
+ * The cell's workload: files read (a trace, observed lengths) and a planner per point seed, or no
+ * planner for fixed lengths with no prefix, session or trace (today's random prompts, so earlier
+ * predictions reproduce exactly).
+ */
+async function loadWorkload(cell: Cell, nb: NotebookContext) {
+  const loaded: LoadedLengths = {};
+  const read = (rel: string) => readWorkloadFile(nb, rel);
+  if ('file' in cell.input) loaded.input = parseLengths(await read(cell.input.file), cell.input.file);
+  if ('file' in cell.output) loaded.output = parseLengths(await read(cell.output.file), cell.output.file);
+  const trace = cell.trace
+    ? {
+        rows: parseTrace(await read(cell.trace.file), cell.trace.file),
+        speed: cell.trace.speed,
+        blockSize: cell.trace.block_size,
+      }
+    : undefined;
+  const plain = 'value' in cell.input && 'value' in cell.output && !cell.shared_prefix && !cell.sessions && !trace;
+  return {
+    loaded,
+    trace,
+    planner: (seed: number, vocab: number) =>
+      plain
+        ? undefined
+        : new RequestPlanner({
+            input: cell.input,
+            output: cell.output,
+            seed,
+            vocab,
+            sharedPrefix: cell.shared_prefix,
+            sessions: cell.sessions,
+            trace,
+            loaded,
+          }),
+  };
+}

@@ -4,8 +4,29 @@
  * `input_length`, `output_length` and `hash_ids`, each id one 512-token block) and observed lengths
  * (one integer a line, or a JSON array). Errors name the line and what to write.
  */
+import * as path from 'node:path';
 import { z } from 'zod';
+import type { NotebookContext } from '../engine/types';
 import type { TraceRow } from './plan';
+
+/** Workload files are text of at most this many bytes (a 1M-request trace is ~100 MB). */
+const MAX_WORKLOAD_BYTES = 512 * 1024 * 1024;
+
+/** Read a workload file named relative to the notebook, through the host's file service when it has one. */
+export async function readWorkloadFile(nb: NotebookContext, rel: string): Promise<string> {
+  const abs = path.resolve(nb.dir, rel);
+  try {
+    if (nb.services.readFile) return await nb.services.readFile(abs);
+    const fs = await import('node:fs/promises');
+    const st = await fs.stat(abs);
+    if (!st.isFile()) throw new Error('not a regular file');
+    if (st.size > MAX_WORKLOAD_BYTES)
+      throw new Error(`${st.size} bytes, over the ${MAX_WORKLOAD_BYTES} a workload file may have`);
+    return await fs.readFile(abs, 'utf8');
+  } catch (e) {
+    throw new WorkloadFileError(`Cannot read "${rel}": ${(e as Error).message}`);
+  }
+}
 
 const traceLine = z
   .object({
