@@ -48,7 +48,15 @@ test('decode-roofline: the named values and rows, with a log-x plot and the roof
     aggregate_tok_s: number;
     bound: string;
   }[];
-  assert.deepEqual(Object.keys(rows[0]).sort(), ['aggregate_tok_s', 'batch', 'bound', 'per_user_tok_s', 'step_ms']);
+  assert.deepEqual(Object.keys(rows[0]).sort(), [
+    'aggregate_tok_s',
+    'batch',
+    'bound',
+    'bubble',
+    'comm_ms',
+    'per_user_tok_s',
+    'step_ms',
+  ]);
   assert.deepEqual(
     rows.map((x) => Math.round(x.aggregate_tok_s)),
     [123, 1741, 5054, 7403],

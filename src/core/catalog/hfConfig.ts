@@ -45,8 +45,8 @@ export function modelFromHfConfig(cfg: HfConfig, id: string, source: string): Mo
   const isQwen3 = type.startsWith('qwen3');
 
   const bias = cfg.attention_bias ? heads * headDim + 2 * kvHeads * headDim : 0;
-  const attn =
-    h * heads * headDim + 2 * h * kvHeads * headDim + heads * headDim * h + bias + (isQwen3 ? 2 * headDim : 0);
+  const qkNorm = isQwen3 ? 2 * headDim : 0;
+  const attn = h * heads * headDim + 2 * h * kvHeads * headDim + heads * headDim * h + bias + qkNorm;
   const norms = 2 * h;
   const denseMlp = 3 * h * cfg.intermediate_size;
 
@@ -98,7 +98,7 @@ export function modelFromHfConfig(cfg: HfConfig, id: string, source: string): Mo
     tiedEmbeddings: tied,
     maxPosition: cfg.max_position_embeddings ?? 4096,
     moe,
-    params: { total, active, embedding, lmHead },
+    params: { total, active, embedding, lmHead, norms: L * (norms + qkNorm) + finalNorm },
     source,
   };
 }

@@ -1,7 +1,7 @@
 /** Helpers the rules share: the physics bounds of a setup, short number formats, related info. */
 import type { Setup } from '../engine/types';
 import type { CellPath, RelatedInfo } from '../findings';
-import { computePeak, kvBytesPerToken, prefillFloorSimple, weightsReadPerStep } from '../physics';
+import { computePeak, decodeFloorSeconds, kvBytesPerToken, prefillFloorSimple, weightsReadPerStep } from '../physics';
 import { kvPool, type KvPool } from '../physics/kvPool';
 import { GiB } from '../units';
 import { serverKnob } from './measurements';
@@ -44,9 +44,10 @@ export interface Bounds {
 }
 
 export function bounds(setup: Setup): Bounds {
-  const W = weightsReadPerStep(setup.model, setup.weights);
+  const W = weightsReadPerStep(setup.model, setup.weights, undefined, 1, setup.unquantized);
   const peak = computePeak(setup.gpu, setup.weights);
-  const decodeFloor = W / setup.gpu.bandwidth;
+  // On several GPUs: each reads its share, plus the all-reduces (physics/parallel).
+  const decodeFloor = decodeFloorSeconds(setup);
   return {
     prefillFloor: (p) => prefillFloorSimple(setup, p),
     decodeFloor,

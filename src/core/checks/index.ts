@@ -7,6 +7,7 @@
  * measurements.ts, which documents the value names each kind's results are read by.
  */
 import { finding, type Finding } from '../findings';
+import { weightsFit } from './fit';
 import { LATENCY_RULES } from './latency';
 import { MEMORY_RULES } from './memory';
 import { METHOD_RULES } from './method';
@@ -15,7 +16,7 @@ import type { CheckInput, CheckRule, Rule } from './types';
 export type { CheckInput, CheckRule, Rule } from './types';
 
 /** Every rule, with its id. A plain function may stand here too (it then has no id of its own). */
-export const RULES: (CheckRule | Rule)[] = [...LATENCY_RULES, ...MEMORY_RULES, ...METHOD_RULES];
+export const RULES: (CheckRule | Rule)[] = [...LATENCY_RULES, ...MEMORY_RULES, ...METHOD_RULES, weightsFit];
 
 const ruleId = (r: CheckRule | Rule, i: number) => (typeof r === 'function' ? r.name || `rule-${i}` : r.id);
 

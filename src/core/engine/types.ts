@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { Gpu, ModelSpec, Dtype } from '../catalog/types';
+import type { Gpu, ModelSpec, Dtype, WidePart } from '../catalog/types';
 import type { Fact } from '../facts/schema';
 import type { Finding } from '../findings';
 
@@ -19,6 +19,15 @@ export interface Setup {
   model: ModelSpec;
   weights: Dtype;
   kvCache: Dtype;
+  /**
+   * Parts of a quantized checkpoint kept at 16 bits (embeddings, lm_head, norms), as fp8/int8/int4
+   * checkpoints ship. Absent: every parameter at the weights' dtype (a setup cell fills it in).
+   */
+  unquantized?: WidePart[];
+  /** GPUs: tensor × pipeline parallel per replica, data-parallel replicas (absent: one GPU). */
+  parallel?: { tp: number; pp: number; dp: number };
+  /** Rental price, $/h per GPU (a per-node price is divided by the GPUs it covers). */
+  price?: { perGpuHour: number; written: string };
   /** "sim" or an http(s) URL. */
   endpoint?: string;
   /** Index of the cell that defined it, for related information in findings. */

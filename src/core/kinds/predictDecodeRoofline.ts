@@ -6,7 +6,7 @@ import type { KindModule } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import { finding } from '../findings';
-import { decodeRoofline, MOE_WEIGHTS, type DecodeRow, type MoeWeights } from '../physics';
+import { decodeRoofline, MOE_WEIGHTS, parallelWords, type DecodeRow, type MoeWeights } from '../physics';
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords, setupLabel } from './predictShared';
@@ -98,20 +98,59 @@ export const decodeRooflineKind: KindModule<Cell> = {
       ? `live context: mean of ${fmtNum(cell.input!.value, 0)}..${fmtNum(cell.input!.value + cell.output!.value, 0)} = ${fmtNum(context, 0)} tokens`
       : `context ${fmtNum(context, 0)} tokens`;
     const moe = setup.model.moe;
+    const tp = r.tensor_parallel;
+    const pp = r.pipeline_parallel;
+    const multi = tp * pp > 1;
+    const link = setup.gpu.interconnect;
     const table = tableOutput<DecodeRow>(
-      `Decode roofline — ${setupLabel(setup)}, ${contextNote}`,
+      `Decode roofline — ${setupLabel(setup)}, ${contextNote}${multi ? `, ${parallelWords(setup)}` : ''}`,
       [
-        { key: 'batch', label: 'batch' },
+        { key: 'batch', label: r.data_parallel > 1 ? 'batch (per replica)' : 'batch' },
         { key: 'step_ms', label: 'step (ms)', fmt: (v) => fmtNum(v, 2) },
+        ...(multi
+          ? [
+              {
+                key: 'comm_ms' as const,
+                label: tp > 1 ? 'of which all-reduce (ms)' : 'of which stage sends (ms)',
+                fmt: (v: number) => fmtNum(v, 2),
+              },
+            ]
+          : []),
+        ...(pp > 1
+          ? [{ key: 'bubble' as const, label: 'pipeline bubble', fmt: (v: number) => `${fmtNum(100 * v, 0)}%` }]
+          : []),
         { key: 'per_user_tok_s', label: 'per-user tok/s', fmt: (v) => fmtNum(v, 1) },
-        { key: 'aggregate_tok_s', label: 'aggregate tok/s', fmt: (v) => fmtNum(v, 0) },
+        {
+          key: 'aggregate_tok_s',
+          label: r.data_parallel > 1 ? 'aggregate tok/s (per replica)' : 'aggregate tok/s',
+          fmt: (v) => fmtNum(v, 0),
+        },
         { key: 'bound', label: 'bound by' },
       ],
       r.rows,
-      'step = max((W + B·kv(c)) / BW, 2·params·B / peak); aggregate = B / step; per-user = 1 / step',
+      multi
+        ? `stage = max((W/(tp·pp) + b·kv_gpu(c)) / BW, 2·params·b / (tp·pp·peak)); step = pp · stage + all-reduce + stage sends, with m = min(pp, B) microbatches of b = B/m; all-reduce = 2 · layers · (α + 2(tp−1)/tp · b·hidden·2 B / β) over ${link?.name ?? 'the link'}; aggregate = B / step; per-user = 1 / step`
+        : 'step = max((W + B·kv(c)) / BW, 2·params·B / peak); aggregate = B / step; per-user = 1 / step',
     );
     const facts: [string, string][] = [
       ['weights in memory', fmtBytes(r.weights_bytes)],
+      ...(multi
+        ? ([
+            ['GPUs', parallelWords(setup)],
+            ['weights per GPU (fullest)', fmtBytes(r.weights_per_gpu_bytes)],
+            ['KV bytes per token per GPU', `${fmtNum(r.kv_bytes_per_token_per_gpu, 0)} B`],
+            [
+              'interconnect (β one way, α per all-reduce)',
+              link
+                ? `${link.name}: ${fmtNum(link.bandwidth / 1e9, 0)} GB/s, α = ${fmtNum(link.latency * 1e6, 1)} µs (assumption); ${link.source}`
+                : 'none in the catalog',
+            ],
+            [
+              tp > 1 ? `all-reduce at batch 1 (2 × ${setup.model.layers} layers)` : 'stage sends at batch 1',
+              `${fmtNum(r.comm_floor_ms, 2)} ms per step`,
+            ],
+          ] as [string, string][])
+        : []),
       ...(moe
         ? ([
             ['MoE weights read per step', `${r.moe_weights}: ${MOE_WORDS[r.moe_weights!]}`],
@@ -120,11 +159,20 @@ export const decodeRooflineKind: KindModule<Cell> = {
         : []),
       ['KV bytes per token', `${fmtNum(r.kv_bytes_per_token, 0)} B (${setup.kvCache})`],
       ['KV per request kv(c)', fmtBytes(r.kv_bytes_per_request)],
-      ['decode step floor (batch 1) = W / BW', `${fmtNum(r.decode_step_floor_ms, 2)} ms`],
-      ['per-user ceiling = BW / W', `${fmtNum(r.ceiling_tok_s, 1)} tok/s`],
+      [
+        multi ? 'decode step floor (batch 1) = W / (tp·BW) + all-reduce' : 'decode step floor (batch 1) = W / BW',
+        `${fmtNum(r.decode_step_floor_ms, 2)} ms`,
+      ],
+      [multi ? 'per-user ceiling = 1 / floor' : 'per-user ceiling = BW / W', `${fmtNum(r.ceiling_tok_s, 1)} tok/s`],
       ['half-saturation batch = W / kv(c)', fmtNum(r.half_saturation_batch, 0)],
-      ['bandwidth asymptote = BW / kv(c)', `${fmtNum(r.asymptote_tok_s, 0)} tok/s`],
-      ['compute roof = peak / (2·params)', `${fmtNum(r.compute_roof_tok_s, 0)} tok/s`],
+      [
+        multi ? 'bandwidth asymptote = tp·pp·BW / kv(c)' : 'bandwidth asymptote = BW / kv(c)',
+        `${fmtNum(r.asymptote_tok_s, 0)} tok/s`,
+      ],
+      [
+        multi ? 'compute roof = tp·pp·peak / (2·params)' : 'compute roof = peak / (2·params)',
+        `${fmtNum(r.compute_roof_tok_s, 0)} tok/s`,
+      ],
       ['peak used', peakWords(setup)],
       [
         'knee',

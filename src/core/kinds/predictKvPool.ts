@@ -17,6 +17,7 @@ import {
   type KvPool,
   type KvPoolOptions,
 } from '../physics/kvPool';
+import { parallelOf, parallelWords, weightsBytes } from '../physics';
 import { plotOutput } from '../plots/render';
 import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GiB } from '../units';
 import { fraction, serverNumber, setupLabel } from './predictShared';
@@ -140,7 +141,9 @@ export const kvPoolKind: KindModule<Cell> = {
     }
     if (s) {
       const p = kvPool(s, options(cell, s));
-      if (p.pool_tokens <= 0) {
+      // The weights-fit check says it when the setup's own pool is empty; this cell's knobs may empty it too.
+      const setupPoolEmpty = kvPool(s, { gpuMemoryUtilization: serverNumber(s, 'gpu_memory_utilization') }).blocks <= 0;
+      if (p.pool_tokens <= 0 && !setupPoolEmpty) {
         out.push(
           finding(
             'error',
@@ -152,7 +155,7 @@ export const kvPoolKind: KindModule<Cell> = {
             },
           ),
         );
-      } else if (p.max_concurrency < 1) {
+      } else if (p.max_concurrency < 1 && !setupPoolEmpty) {
         out.push(
           finding(
             'warning',
@@ -171,10 +174,23 @@ export const kvPoolKind: KindModule<Cell> = {
   async run(cell, ctx) {
     const s = ctx.setup!;
     const p = kvPool(s, options(cell, s));
+    const par = parallelOf(s);
+    const multi = par.tp * par.pp > 1;
     const facts: [string, string][] = [
-      ['card memory', fmtBytes(p.total_memory_bytes)],
+      ...(multi || par.dp > 1
+        ? ([['GPUs', `${parallelWords(s)}; each worker sizes its own pool, the replica uses the smallest`]] as [
+            string,
+            string,
+          ][])
+        : []),
+      [multi ? 'card memory (per GPU)' : 'card memory', fmtBytes(p.total_memory_bytes)],
       [`× gpu_memory_utilization ${fmtNum(p.gpu_memory_utilization, 2)}`, fmtBytes(p.budget_bytes)],
-      ['− weights', fmtBytes(p.weights_bytes)],
+      [
+        multi
+          ? `− weights on the fullest GPU (${fmtBytes(weightsBytes(s.model, s.weights, s.unquantized))} in all)`
+          : '− weights',
+        fmtBytes(p.weights_bytes),
+      ],
       ...((p.available_from === 'given'
         ? [
             [
@@ -195,9 +211,25 @@ export const kvPoolKind: KindModule<Cell> = {
             ],
           ]) as [string, string][]),
       ['KV bytes per token', `${fmtNum(p.kv_bytes_per_token, 0)} B (${s.kvCache})`],
-      [`block = ${BLOCK_SIZE} tokens × all layers`, fmtBytes(p.page_size_bytes * s.model.layers)],
+      ...(multi
+        ? ([
+            [
+              `KV bytes per token per GPU (${p.kv_heads_per_gpu} KV heads × ${p.layers_per_gpu} layers)`,
+              `${fmtNum(p.kv_bytes_per_token_per_gpu, 0)} B`,
+            ],
+          ] as [string, string][])
+        : []),
+      [
+        multi
+          ? `block = ${BLOCK_SIZE} tokens × the GPU's ${p.layers_per_gpu} layers`
+          : `block = ${BLOCK_SIZE} tokens × all layers`,
+        fmtBytes(p.page_size_bytes * p.layers_per_gpu),
+      ],
       ['blocks', fmtNum(p.blocks, 0)],
-      ['GPU KV cache size', `${fmtNum(p.pool_tokens, 0)} tokens`],
+      ['GPU KV cache size', `${fmtNum(p.pool_tokens, 0)} tokens${par.dp > 1 ? ' per replica' : ''}`],
+      ...(par.dp > 1
+        ? ([[`all ${par.dp} replicas`, `${fmtNum(p.pool_tokens_all_replicas, 0)} tokens`]] as [string, string][])
+        : []),
       [`max concurrency at ${fmtNum(p.max_model_len, 0)} tokens per request`, `${fmtNum(p.max_concurrency, 2)}x`],
     ];
     const plot = await breakdownPlot(p, s);
@@ -220,7 +252,7 @@ async function breakdownPlot(p: KvPool, s: Setup) {
   const pool = Math.max(0, p.pool_bytes);
   const slack = Math.max(0, p.available_kv_bytes - pool);
   const parts = [
-    { part: 'weights', bytes: p.weights_bytes },
+    { part: parallelOf(s).tp * parallelOf(s).pp > 1 ? 'weights (this GPU)' : 'weights', bytes: p.weights_bytes },
     ...(p.available_from === 'given'
       ? [
           {

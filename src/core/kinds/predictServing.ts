@@ -9,6 +9,7 @@ import type { PointMetrics } from '../bench/metrics';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule, NotebookContext } from '../engine/types';
+import { fitFindings } from '../checks/fit';
 import { LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { finding, type Finding } from '../findings';
@@ -206,14 +207,32 @@ export const servingKind: KindModule<Cell> = {
   },
   async run(cell, ctx) {
     // The simulated engine and the metrics load only when the cell runs.
-    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, SimEngine }, { LoadRun }, { seedOf }] = await Promise.all(
-      [import('../bench/metrics'), import('../sim/engine'), import('../sim/load'), import('../sim/rng')],
-    );
+    const [{ FORMULAS, summarizeRecords }, { ENGINE_DEFAULTS, createEngine }, { LoadRun }, { seedOf }] =
+      await Promise.all([
+        import('../bench/metrics'),
+        import('../sim/engine'),
+        import('../sim/load'),
+        import('../sim/rng'),
+      ]);
     const setup = ctx.setup!;
+    // A setup whose weights do not fit has no server to simulate: say so instead of failing.
+    const unfit = fitFindings(setup, ['predict'], ctx.cellIndex);
+    if (unfit.some((f) => f.severity === 'error'))
+      return {
+        values: {},
+        outputs: [
+          factsOutput(
+            'No serving prediction',
+            unfit.map((f): [string, string] => [f.code, f.message]),
+            'Nothing was simulated: a server with this setup cannot start.',
+          ),
+        ],
+        findings: unfit,
+      };
     const workload = await loadWorkload(cell, ctx.notebook);
     const input = Math.round(meanLength(cell.input, workload.loaded.input));
     const output = Math.round(meanLength(cell.output, workload.loaded.output));
-    const engine = new SimEngine({
+    const engine = createEngine({
       setup,
       prefillMfu: cell.prefill_mfu,
       stepOverheadS: cell.step_overhead?.value,
@@ -223,6 +242,7 @@ export const servingKind: KindModule<Cell> = {
       numGpuBlocks: cell.kv_pool ? Math.floor(cell.kv_pool.value / 16) : undefined,
     });
     const cfg = engine.cfg;
+    const dp = engine.replicaCount;
     if (input + output > cfg.maxModelLen)
       throw new Error(
         `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
@@ -269,11 +289,13 @@ export const servingKind: KindModule<Cell> = {
         observedInFlight: r.observedInFlight,
         durationMs: r.durationS * 1000,
       });
-      const batch = closed ? x : Math.max(1, r.meanBatch);
-      const roof = decodeRoofline(setup, liveContext, [batch]).rows[0];
-      const withOverhead = batch / (roof.step_ms / 1000 + cfg.stepOverheadS);
+      // Per replica: a data-parallel endpoint spreads the load over dp engines.
+      const batch = closed ? Math.max(1, x / dp) : Math.max(1, r.meanBatch);
+      const roofRow = decodeRoofline(setup, liveContext, [batch]).rows[0];
+      const roof = { ...roofRow, aggregate_tok_s: roofRow.aggregate_tok_s * dp };
+      const withOverhead = (dp * batch) / (roof.step_ms / 1000 + cfg.stepOverheadS);
       const sim = m.output_throughput;
-      const d = r.durationS || 1;
+      const d = (r.durationS || 1) * dp;
       points.push({
         loop: closed ? 'closed' : 'open',
         ...(closed ? { concurrency: x } : { rate: x }),

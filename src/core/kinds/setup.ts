@@ -5,16 +5,70 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { DTYPES, findGpu, findModel, GPUS, MODELS, type Dtype, type Gpu, type ModelSpec } from '../catalog';
+import {
+  DTYPES,
+  findGpu,
+  findModel,
+  GPUS,
+  MODELS,
+  WIDE_PARTS,
+  type Dtype,
+  type Gpu,
+  type ModelSpec,
+  type WidePart,
+} from '../catalog';
 import { hfConfigSchema, modelFromHfConfig } from '../catalog/hfConfig';
 import { factsOutput } from '../engine/outputs';
+import { gpuCounts, parallelOf, parallelWords, setupWeightsResident, weightsBytes } from '../physics';
 import { quantity, suggestions, zodFindings } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
-import { weightsBytes } from '../physics';
 import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GB, GiB } from '../units';
 
-export const SETUP_KEYS = ['gpu', 'model', 'weights', 'kv_cache', 'endpoint'] as const;
+export const SETUP_KEYS = [
+  'gpu',
+  'model',
+  'weights',
+  'kv_cache',
+  'endpoint',
+  'tensor_parallel',
+  'pipeline_parallel',
+  'data_parallel',
+  'unquantized',
+  'price',
+] as const;
+
+/** What a quantized checkpoint keeps at 16 bits unless the setup says otherwise (as releases ship). */
+export const DEFAULT_UNQUANTIZED: WidePart[] = [...WIDE_PARTS];
+
+const parallelDegree = z
+  .number({ error: 'write a whole number of GPUs, e.g. 4' })
+  .int('write a whole number of GPUs, e.g. 4')
+  .min(1, 'at least 1')
+  .max(1024, 'at most 1,024');
+
+const unquantizedSchema = z.union([
+  z.literal('none').transform((): WidePart[] => []),
+  z.enum(WIDE_PARTS as [WidePart, ...WidePart[]]).transform((p) => [p]),
+  z.array(z.enum(WIDE_PARTS as [WidePart, ...WidePart[]])),
+]);
+
+/**
+ * `price: 1.20 $/h` (per GPU), `1.20 $/h per GPU`, or `9.60 $/h per node` (the whole setup:
+ * tensor × pipeline × data parallel GPUs). A number alone is refused: say the unit.
+ */
+export function parsePrice(v: unknown, gpus: number): { perGpuHour: number; written: string } | string {
+  const text = typeof v === 'string' ? v.trim() : typeof v === 'number' ? String(v) : '';
+  const m =
+    /^\$?\s*([0-9]+(?:\.[0-9]+)?)\s*(?:\$|usd|dollars?)?\s*(?:\/|per\s+)\s*(h|hr|hour)\s*(?:(?:per|\/)\s*(gpu|node))?$/i.exec(
+      text,
+    );
+  if (!m)
+    return `price must be a rental price such as "1.20 $/h" (per GPU) or "9.60 $/h per node" (every GPU of the setup), not ${JSON.stringify(v)}`;
+  const value = Number(m[1]);
+  const perNode = (m[3] ?? 'gpu').toLowerCase() === 'node';
+  return { perGpuHour: perNode ? value / gpus : value, written: text };
+}
 
 const gpuObject = z
   .object({
@@ -27,6 +81,9 @@ const gpuObject = z
     fp8: quantity('compute', { positive: true }).optional(),
     int8: quantity('compute', { positive: true }).optional(),
     int4: quantity('compute', { positive: true }).optional(),
+    /** GPU-to-GPU link: bandwidth one direction, and the fixed time of one small all-reduce. */
+    link_bandwidth: quantity('bandwidth', { positive: true }).optional(),
+    link_latency: quantity('time', { min: 0 }).optional(),
   })
   .strict();
 
@@ -51,6 +108,9 @@ export function applySetupOverrides(
   let weights: Dtype = base?.weights ?? 'bf16';
   let kvCache: Dtype = base?.kvCache ?? 'bf16';
   let endpoint = base?.endpoint;
+  let unquantized: WidePart[] = base?.unquantized ?? DEFAULT_UNQUANTIZED;
+  const parallel = { ...(base?.parallel ?? { tp: 1, pp: 1, dp: 1 }) };
+  let price = base?.price;
 
   if (keys.gpu !== undefined) {
     const g = keys.gpu;
@@ -87,6 +147,24 @@ export function applySetupOverrides(
         for (const d of DTYPES) if (o[d]) peak[d] = o[d]!.value;
         if (o.bf16 && !o.fp16) peak.fp16 = o.bf16.value;
         if (o.fp16 && !o.bf16) peak.bf16 = o.fp16.value;
+        const link =
+          o.link_bandwidth || o.link_latency
+            ? {
+                name: from?.interconnect ? `${from.interconnect.name} (overridden)` : 'custom link',
+                bandwidth: o.link_bandwidth?.value ?? from?.interconnect?.bandwidth ?? NaN,
+                latency: o.link_latency?.value ?? from?.interconnect?.latency ?? NaN,
+                source: 'defined in the notebook',
+              }
+            : from?.interconnect;
+        if (link && !(link.bandwidth > 0 && link.latency >= 0))
+          findings.push(
+            finding(
+              'error',
+              'schema',
+              'A custom link needs both link_bandwidth (one direction, e.g. 450 GB/s) and link_latency (e.g. 5 µs)',
+              ['gpu'],
+            ),
+          );
         const bandwidth = o.bandwidth?.value ?? from?.bandwidth;
         const memory = o.memory?.value ?? from?.memory;
         if (!bandwidth)
@@ -130,6 +208,7 @@ export function applySetupOverrides(
             memory,
             peak,
             source: from ? `${from.source}, with fields overridden in the notebook` : 'defined in the notebook',
+            ...(link ? { interconnect: link } : {}),
           };
         }
       }
@@ -180,6 +259,40 @@ export function applySetupOverrides(
       else findings.push(finding('error', 'schema', `${key} must be one of: ${DTYPES.join(', ')}`, [key]));
     }
   }
+  for (const [key, field] of [
+    ['tensor_parallel', 'tp'],
+    ['pipeline_parallel', 'pp'],
+    ['data_parallel', 'dp'],
+  ] as const) {
+    if (keys[key] === undefined) continue;
+    const r = parallelDegree.safeParse(keys[key]);
+    if (r.success) parallel[field] = r.data;
+    else
+      findings.push(
+        finding('error', 'schema', `${key}: ${r.error.issues[0]?.message ?? 'write a whole number of GPUs'}`, [key], {
+          fix: `${key}: 4`,
+        }),
+      );
+  }
+  if (keys.unquantized !== undefined) {
+    const r = unquantizedSchema.safeParse(keys.unquantized);
+    if (r.success) unquantized = r.data;
+    else
+      findings.push(
+        finding(
+          'error',
+          'schema',
+          `unquantized lists the parts a quantized checkpoint keeps at 16 bits: any of ${WIDE_PARTS.join(', ')}, or none`,
+          ['unquantized'],
+          { fix: 'unquantized: [embeddings, lm_head, norms]' },
+        ),
+      );
+  }
+  if (keys.price !== undefined) {
+    const r = parsePrice(keys.price, parallel.tp * parallel.pp * parallel.dp);
+    if (typeof r === 'string') findings.push(finding('error', 'schema', r, ['price'], { fix: 'price: 1.20 $/h' }));
+    else price = r;
+  }
   if (keys.endpoint !== undefined) {
     const r = endpointSchema.safeParse(keys.endpoint);
     if (r.success) endpoint = r.data;
@@ -205,7 +318,21 @@ export function applySetupOverrides(
     }
     return { findings };
   }
-  return { setup: { name, gpu, model, weights, kvCache, endpoint: endpoint ?? 'sim', server: base?.server }, findings };
+  return {
+    setup: {
+      name,
+      gpu,
+      model,
+      weights,
+      kvCache,
+      unquantized,
+      parallel,
+      ...(price ? { price } : {}),
+      endpoint: endpoint ?? 'sim',
+      server: base?.server,
+    },
+    findings,
+  };
 }
 
 function loadModelConfig(rel: string, dir: string, name?: string): { model: ModelSpec } | { error: Finding } {
@@ -264,6 +391,7 @@ export const setupKind: KindModule<SetupCell> = {
     const s = ctx.setup;
     if (!s) return {};
     const m = s.model;
+    const gpus = gpuCounts(s);
     const facts: [string, string][] = [
       ['GPU', `${s.gpu.name} (${s.gpu.id})`],
       ['bandwidth', fmtIn(s.gpu.bandwidth, 'GB/s', 0)],
@@ -272,6 +400,37 @@ export const setupKind: KindModule<SetupCell> = {
       ['model', `${m.name}: ${m.layers} layers, ${m.heads} heads / ${m.kvHeads} KV heads × ${m.headDim}`],
       ['parameters', `${fmtNum(m.params.total, 0)}${m.moe ? ` (active ${fmtNum(m.params.active, 0)})` : ''}`],
       ['weights / KV cache', `${s.weights} / ${s.kvCache}`],
+      ...(s.weights !== 'bf16' && s.weights !== 'fp16'
+        ? ([
+            [
+              'kept at 16 bits',
+              s.unquantized?.length
+                ? `${s.unquantized.join(', ')} (as quantized checkpoints ship; "unquantized: none" to quantize them too)`
+                : 'nothing (unquantized: none)',
+            ],
+          ] as [string, string][])
+        : []),
+      ['weights bytes', fmtBytes(weightsBytes(m, s.weights, s.unquantized))],
+      ...(gpus.total > 1
+        ? ([
+            ['GPUs', parallelWords(s)],
+            ['weights per GPU (fullest)', fmtBytes(setupWeightsResident(s).bytes)],
+            [
+              'interconnect',
+              s.gpu.interconnect
+                ? `${s.gpu.interconnect.name}: ${fmtIn(s.gpu.interconnect.bandwidth, 'GB/s', 0)} each way, α ${fmtNum(s.gpu.interconnect.latency * 1e6, 1)} µs per all-reduce (assumption)`
+                : 'none in the catalog',
+            ],
+          ] as [string, string][])
+        : []),
+      ...(s.price
+        ? ([
+            [
+              'price',
+              `${s.price.written} → $${fmtNum(s.price.perGpuHour, 2)}/h per GPU, $${fmtNum(s.price.perGpuHour * gpus.total, 2)}/h for ${gpus.total} GPU${gpus.total > 1 ? 's' : ''}`,
+            ],
+          ] as [string, string][])
+        : []),
       ['endpoint', s.endpoint ?? 'sim'],
     ];
     return {
@@ -283,6 +442,14 @@ export const setupKind: KindModule<SetupCell> = {
         endpoint: s.endpoint,
         params_total: m.params.total,
         params_active: m.params.active,
+        weights_bytes: weightsBytes(m, s.weights, s.unquantized),
+        weights_per_gpu_bytes: setupWeightsResident(s).bytes,
+        unquantized: s.unquantized ?? [],
+        tensor_parallel: parallelOf(s).tp,
+        pipeline_parallel: parallelOf(s).pp,
+        data_parallel: parallelOf(s).dp,
+        gpus: gpus.total,
+        ...(s.price ? { price_per_gpu_hour: s.price.perGpuHour, price_per_hour: s.price.perGpuHour * gpus.total } : {}),
       },
       facts: [
         {
@@ -296,7 +463,7 @@ export const setupKind: KindModule<SetupCell> = {
           params_total: m.params.total,
           params_active: m.params.active,
         },
-        { kind: 'weights', bytes: weightsBytes(m, s.weights), source: `setup ${s.name}` },
+        { kind: 'weights', bytes: weightsBytes(m, s.weights, s.unquantized), source: `setup ${s.name}` },
       ],
       outputs: [factsOutput(`setup ${s.name}`, facts, `GPU source: ${s.gpu.source}. Model source: ${m.source}.`)],
     };

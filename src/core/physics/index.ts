@@ -3,8 +3,18 @@
  * (bytes, seconds, FLOP, FLOP/s, tokens). Each formula's name travels with its number so a cell can
  * say which one it used.
  */
-import { DTYPE_BYTES, type Dtype, type Gpu, type ModelSpec } from '../catalog/types';
+import { DTYPE_BYTES, type Dtype, type Gpu, type ModelSpec, type WidePart } from '../catalog/types';
 import type { Setup } from '../engine/types';
+import {
+  commSecondsPerStep,
+  kvBytesPerTokenPerGpu,
+  layersPerStage,
+  parallelOf,
+  residentWeightsPerGpu,
+  type CommTerm,
+} from './parallel';
+
+export * from './parallel';
 
 export interface PeakInfo {
   /** Dtype whose peak is used. */
@@ -38,9 +48,35 @@ export function computePeak(gpu: Gpu, weights: Dtype): number {
   return computePeakInfo(gpu, weights).peak;
 }
 
-/** Bytes of the whole checkpoint in the weights' dtype (what sits in GPU memory). */
-export function weightsBytes(model: ModelSpec, weights: Dtype): number {
-  return model.params.total * DTYPE_BYTES[weights];
+/**
+ * Parameters a quantized checkpoint keeps at 16 bits: the embedding table, lm_head (the same
+ * tensor when tied) and the norms, as listed in `wide`. fp8/int8/int4 releases (llm-compressor,
+ * AutoAWQ, GPTQ, ModelOpt) quantize the linear layers and leave these in bf16.
+ */
+export function wideParams(model: ModelSpec, wide: readonly WidePart[] | undefined): number {
+  if (!wide?.length) return 0;
+  const p = model.params;
+  let n = 0;
+  const emb = wide.includes('embeddings');
+  if (emb) n += p.embedding;
+  // A tied lm_head is the embedding tensor: counted once.
+  if (wide.includes('lm_head') && !(model.tiedEmbeddings && emb)) n += model.tiedEmbeddings ? p.embedding : p.lmHead;
+  if (wide.includes('norms')) n += p.norms ?? 0;
+  return n;
+}
+
+/** Bytes of `params` parameters, `wideN` of them at 16 bits and the rest at the weights' dtype. */
+function mixedBytes(params: number, wideN: number, weights: Dtype): number {
+  const b = DTYPE_BYTES[weights];
+  return (params - wideN) * b + wideN * Math.max(b, 2);
+}
+
+/**
+ * Bytes of the whole checkpoint (what sits in GPU memory): every parameter at the weights' dtype,
+ * except the `wide` parts at 16 bits. Without `wide`, the uniform count params × bytes.
+ */
+export function weightsBytes(model: ModelSpec, weights: Dtype, wide?: readonly WidePart[]): number {
+  return mixedBytes(model.params.total, wideParams(model, wide), weights);
 }
 
 /**
@@ -63,14 +99,35 @@ export function paramsReadPerStep(model: ModelSpec, assumption: MoeWeights = 'ex
   return active + (distinct - k) * perExpert;
 }
 
-/** Bytes one decode step reads for weights. */
+/** Bytes one decode step reads for weights (the `wide` parts at 16 bits), on one GPU. */
 export function weightsReadPerStep(
   model: ModelSpec,
   weights: Dtype,
   assumption: MoeWeights = 'expected',
   batch = 1,
+  wide?: readonly WidePart[],
 ): number {
-  return paramsReadPerStep(model, assumption, batch) * DTYPE_BYTES[weights];
+  return mixedBytes(paramsReadPerStep(model, assumption, batch), wideParams(model, wide), weights);
+}
+
+/** A checkpoint's bytes by part: embedding, lm_head (0 when tied), norms, and the total. */
+export function weightPartsBytes(model: ModelSpec, weights: Dtype, wide?: readonly WidePart[]) {
+  const b = DTYPE_BYTES[weights];
+  const w = (part: WidePart) => (wide?.includes(part) ? Math.max(b, 2) : b);
+  const p = model.params;
+  // A tied lm_head is the embedding tensor: at 16 bits if either name is kept wide.
+  const embB = model.tiedEmbeddings && wide?.includes('lm_head') ? Math.max(b, 2) : w('embeddings');
+  return {
+    total: weightsBytes(model, weights, wide),
+    embedding: p.embedding * embB,
+    lmHead: model.tiedEmbeddings ? 0 : p.lmHead * w('lm_head'),
+    norms: (p.norms ?? 0) * w('norms'),
+  };
+}
+
+/** Weight bytes on the fullest GPU of a setup (all of them on one GPU), and which stage that is. */
+export function setupWeightsResident(setup: Setup): { bytes: number; stage: 'only' | 'first' | 'last' } {
+  return residentWeightsPerGpu(setup, weightPartsBytes(setup.model, setup.weights, setup.unquantized));
 }
 
 /** KV bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes. */
@@ -89,16 +146,27 @@ export interface DecodeRow {
   per_user_tok_s: number;
   aggregate_tok_s: number;
   bound: 'bandwidth' | 'compute';
+  /** Time the GPUs spend talking in one step (all-reduces and stage sends), ms; 0 on one GPU. */
+  comm_ms: number;
+  /** Pipeline bubble: the fraction of stage time idle because fewer microbatches than stages are in flight. */
+  bubble: number;
 }
 
 export interface DecodeRoofline {
   context: number;
   weights_bytes: number;
-  /** Weight bytes a batch-1 step reads (the active experts for a MoE). */
+  /** Weight bytes a batch-1 step reads (the active experts for a MoE), over the whole replica. */
   weights_read_bytes: number;
+  /** Weight bytes resident on the fullest GPU. */
+  weights_per_gpu_bytes: number;
   kv_bytes_per_token: number;
+  /** KV bytes one token costs one GPU (its heads and its stage's layers). */
+  kv_bytes_per_token_per_gpu: number;
   kv_bytes_per_request: number;
+  /** Weight read time over the stages a token passes + the batch-1 communication, ms. */
   decode_step_floor_ms: number;
+  /** Batch-1 communication of one step, ms (0 on one GPU). */
+  comm_floor_ms: number;
   ceiling_tok_s: number;
   half_saturation_batch: number;
   asymptote_tok_s: number;
@@ -109,6 +177,9 @@ export interface DecodeRoofline {
   peak_dtype: Dtype;
   bandwidth: number;
   moe_weights: MoeWeights | null;
+  tensor_parallel: number;
+  pipeline_parallel: number;
+  data_parallel: number;
   rows: DecodeRow[];
 }
 
@@ -119,7 +190,9 @@ export interface DecodeOptions {
 /**
  * Batched decode at context c: a step reads the weights once and each request's KV, and does
  * 2·params FLOPs per token. Aggregate f(B) = BW·B / (W + kv(c)·B), capped by the compute roof
- * peak / (2·params).
+ * peak / (2·params). On several GPUs (one replica; `dp` replicas multiply it): each GPU reads its
+ * 1/(tp·pp) of the weights and its heads' KV, a layer adds two all-reduces, and with pp stages up
+ * to pp microbatches of B/pp are in flight; a token's step is pp stage times plus the sends.
  */
 export function decodeRoofline(
   setup: Setup,
@@ -128,36 +201,64 @@ export function decodeRoofline(
   opts: DecodeOptions = {},
 ): DecodeRoofline {
   const { gpu, model } = setup;
+  const par = parallelOf(setup);
+  const { tp, pp } = par;
   const moe = model.moe ? (opts.moeWeights ?? 'expected') : undefined;
-  const W = (B: number) => weightsReadPerStep(model, setup.weights, moe, B);
+  const W = (B: number) => weightsReadPerStep(model, setup.weights, moe, B, setup.unquantized);
   const kvTok = kvBytesPerToken(model, setup.kvCache);
   const kvReq = kvTok * context;
+  const kvGpu = kvBytesPerTokenPerGpu(setup);
+  const stageShare = layersPerStage(model, pp) / model.layers;
   const { peak, dtype } = computePeakInfo(gpu, setup.weights);
   const flopsPerToken = 2 * model.params.active;
+  const comm = (b: number): CommTerm => commSecondsPerStep(setup, b);
+  /** One stage, microbatch b: its share of the weights and KV, or of the FLOPs, plus its layers' all-reduces. */
+  const stage = (b: number, B: number) => {
+    const tMem = ((W(B) * stageShare) / tp + kvGpu * context * b) / gpu.bandwidth;
+    const tCompute = (flopsPerToken * stageShare * b) / tp / peak;
+    return { tMem, tCompute };
+  };
   const step = (B: number) => {
-    const tMem = (W(B) + kvReq * B) / gpu.bandwidth;
-    const tCompute = (flopsPerToken * B) / peak;
-    return { t: Math.max(tMem, tCompute), bound: tCompute > tMem ? ('compute' as const) : ('bandwidth' as const) };
+    const m = Math.min(pp, Math.max(1, B));
+    const b = B / m;
+    const { tMem, tCompute } = stage(b, B);
+    const c = comm(b);
+    const t = pp * Math.max(tMem, tCompute) + c.total_s;
+    return {
+      t,
+      comm: c.total_s,
+      bubble: 1 - m / pp,
+      bound: tCompute > tMem ? ('compute' as const) : ('bandwidth' as const),
+    };
   };
   const rows = batches.map((B): DecodeRow => {
-    const { t, bound } = step(B);
-    return { batch: B, step_ms: t * 1e3, per_user_tok_s: 1 / t, aggregate_tok_s: B / t, bound };
+    const { t, bound, comm: c, bubble } = step(B);
+    return {
+      batch: B,
+      step_ms: t * 1e3,
+      per_user_tok_s: 1 / t,
+      aggregate_tok_s: B / t,
+      bound,
+      comm_ms: c * 1e3,
+      bubble,
+    };
   });
   const W1 = W(1);
+  const gpuKvReq = kvGpu * context * tp * pp; // the KV a replica reads per request, summed over its GPUs
   // Half saturation: the batch whose KV traffic equals the weight traffic, W(B) = kv(c)·B.
-  let half = kvReq > 0 ? W1 / kvReq : Infinity;
+  let half = kvReq > 0 ? W1 / gpuKvReq : Infinity;
   if (moe === 'expected' && kvReq > 0) {
     let lo = 0;
-    let hi = Math.max(1, W(1e9) / kvReq);
+    let hi = Math.max(1, W(1e9) / gpuKvReq);
     for (let i = 0; i < 100; i++) {
       const mid = (lo + hi) / 2;
-      if (W(mid) > kvReq * mid) lo = mid;
+      if (W(mid) > gpuKvReq * mid) lo = mid;
       else hi = mid;
     }
     half = (lo + hi) / 2;
-  } else if (moe === 'total' && kvReq > 0) half = W1 / kvReq;
-  const asymptote = kvReq > 0 ? gpu.bandwidth / kvReq : Infinity;
-  const computeRoof = peak / flopsPerToken;
+  }
+  const asymptote = kvReq > 0 ? (gpu.bandwidth * tp * pp) / gpuKvReq : Infinity;
+  const computeRoof = (peak * tp * pp) / flopsPerToken;
   let knee: number | null = null;
   if (asymptote > computeRoof) {
     // Compute binds once 2·params·B / peak ≥ (W + kv·B) / BW.
@@ -175,14 +276,19 @@ export function decodeRoofline(
       }
     }
   }
+  const comm1 = comm(1).total_s;
+  const floor = (W1 * stageShare * pp) / tp / gpu.bandwidth + comm1;
   return {
     context,
-    weights_bytes: weightsBytes(model, setup.weights),
+    weights_bytes: weightsBytes(model, setup.weights, setup.unquantized),
     weights_read_bytes: W1,
+    weights_per_gpu_bytes: setupWeightsResident(setup).bytes,
     kv_bytes_per_token: kvTok,
+    kv_bytes_per_token_per_gpu: kvGpu,
     kv_bytes_per_request: kvReq,
-    decode_step_floor_ms: (W1 / gpu.bandwidth) * 1e3,
-    ceiling_tok_s: gpu.bandwidth / W1,
+    decode_step_floor_ms: floor * 1e3,
+    comm_floor_ms: comm1 * 1e3,
+    ceiling_tok_s: 1 / floor,
     half_saturation_batch: half,
     asymptote_tok_s: asymptote,
     compute_roof_tok_s: computeRoof,
@@ -191,13 +297,30 @@ export function decodeRoofline(
     peak_dtype: dtype,
     bandwidth: gpu.bandwidth,
     moe_weights: moe ?? null,
+    tensor_parallel: tp,
+    pipeline_parallel: pp,
+    data_parallel: par.dp,
     rows,
   };
 }
 
-/** Prefill compute floor, simple form: 2 · params · prompt tokens / peak (seconds); active params for a MoE. */
+/**
+ * The decode step floor of a setup (batch 1): the weight reads of every stage a token passes, on
+ * its TP share, plus the batch-1 all-reduces and sends. Seconds.
+ */
+export function decodeFloorSeconds(setup: Setup, moe?: MoeWeights): number {
+  const { tp, pp } = parallelOf(setup);
+  const share = (layersPerStage(setup.model, pp) * pp) / setup.model.layers;
+  const W = weightsReadPerStep(setup.model, setup.weights, moe, 1, setup.unquantized);
+  return (W * share) / tp / setup.gpu.bandwidth + commSecondsPerStep(setup, 1).total_s;
+}
+
+/**
+ * Prefill compute floor, simple form: 2 · params · prompt tokens / peak (seconds); active params for
+ * a MoE. A TP group computes one prompt together (÷ tp); pipeline stages run it one after another.
+ */
 export function prefillFloorSimple(setup: Setup, promptTokens: number): number {
-  return (2 * setup.model.params.active * promptTokens) / computePeak(setup.gpu, setup.weights);
+  return (2 * setup.model.params.active * promptTokens) / computePeak(setup.gpu, setup.weights) / parallelOf(setup).tp;
 }
 
 export interface PrefillCount {
@@ -229,7 +352,7 @@ export function prefillFloorStrict(setup: Setup, promptTokens: number): PrefillC
     lm_head_flops: lmHead,
     attention_flops: attention,
     total_flops: total,
-    seconds: total / computePeak(setup.gpu, setup.weights),
+    seconds: total / computePeak(setup.gpu, setup.weights) / parallelOf(setup).tp,
   };
 }
 

@@ -6,7 +6,10 @@
  *
  *   memory  = (W + kv_bytes_per_token · Σ context of every scheduled request) / bandwidth
  *   compute = (2 · active_params · Σ scheduled tokens + attention FLOPs) / (peak · prefill_mfu)
- *   step    = max(memory, compute) + step_overhead
+ *   step    = max(memory, compute) + communication + step_overhead
+ *
+ * On tp × pp GPUs, W, kv and the FLOPs are one GPU's share and communication is every layer's two
+ * all-reduces and the stage sends for the step's tokens (physics/parallel); on one GPU it is 0.
  *
  * attention FLOPs for a chunk of n tokens starting at position s = 4 · layers · heads · head_dim ·
  * Σ_{i<n} (s + i + 1) (QKᵀ and AV, causal). A batch-1 decode step is therefore the decode floor
@@ -17,7 +20,14 @@
  * wall clock (tokens leave at the simulated step end, divided by a speed factor).
  */
 import type { Setup } from '../engine/types';
-import { computePeak, kvBytesPerToken, weightsReadPerStep } from '../physics';
+import {
+  commSecondsPerStep,
+  computePeak,
+  kvBytesPerTokenPerGpu,
+  layersPerStage,
+  parallelOf,
+  weightsReadPerStep,
+} from '../physics';
 import { BLOCK_SIZE, kvPool, type KvPool } from '../physics/kvPool';
 import { Mulberry32 } from './rng';
 
@@ -69,15 +79,25 @@ export interface EngineConfig {
   seed: number;
   blockSize: number;
   pool: KvPool;
-  /** Bytes of weights one step reads. */
+  /**
+   * Bytes of weights one step reads on one GPU, over every pipeline stage the batch passes (W / tp
+   * on tp × pp GPUs: each stage reads its 1/(tp·pp), and the stages run one after another).
+   */
   weightsBytes: number;
+  /** KV bytes a token costs one GPU, over the stages (its TP rank's heads, every layer). */
   kvBytesPerToken: number;
   bandwidth: number;
   peak: number;
-  /** 2 · active params */
+  /** 2 · active params / tp */
   flopsPerToken: number;
-  /** 4 · layers · heads · head_dim */
+  /** 4 · layers · heads · head_dim / tp */
   attnFlopsPerPair: number;
+  /** Communication per step: fixed (the α of every all-reduce and stage send), s. */
+  commFixedS: number;
+  /** Communication per scheduled token (the bytes of every all-reduce and send over β), s. */
+  commPerTokenS: number;
+  tensorParallel: number;
+  pipelineParallel: number;
   vocab: number;
 }
 
@@ -96,6 +116,13 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const maxModelLen = Math.floor(opts.maxModelLen ?? knob(srv.max_model_len) ?? setup.model.maxPosition);
   const pool = kvPool(setup, { gpuMemoryUtilization: util, maxModelLen });
   const m = setup.model;
+  // Several GPUs: one GPU's share of the reads and FLOPs; the pipeline's stages run one after
+  // another for a batch (the sim keeps one batch in flight: the whole bubble, where vLLM may
+  // overlap up to pp batches), and the all-reduces and stage sends add to every step.
+  const par = parallelOf(setup);
+  const tp = par.tp;
+  const stages = (layersPerStage(m, par.pp) * par.pp) / m.layers;
+  const comm0 = commSecondsPerStep(setup, 0).total_s;
   const cfg: EngineConfig = {
     setup,
     maxNumSeqs: Math.floor(opts.maxNumSeqs ?? knob(srv.max_num_seqs) ?? ENGINE_DEFAULTS.maxNumSeqs),
@@ -114,14 +141,22 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
     seed: opts.seed ?? ENGINE_DEFAULTS.seed,
     blockSize: BS,
     pool,
-    weightsBytes: weightsReadPerStep(m, setup.weights),
-    kvBytesPerToken: kvBytesPerToken(m, setup.kvCache),
+    weightsBytes: (weightsReadPerStep(m, setup.weights, 'expected', 1, setup.unquantized) * stages) / tp,
+    kvBytesPerToken: kvBytesPerTokenPerGpu(setup) * par.pp,
     bandwidth: setup.gpu.bandwidth,
     peak: computePeak(setup.gpu, setup.weights),
-    flopsPerToken: 2 * m.params.active,
-    attnFlopsPerPair: 4 * m.layers * m.heads * m.headDim,
+    flopsPerToken: (2 * m.params.active * stages) / tp,
+    attnFlopsPerPair: (4 * m.layers * m.heads * m.headDim * stages) / tp,
+    commFixedS: comm0,
+    commPerTokenS: commSecondsPerStep(setup, 1).total_s - comm0,
+    tensorParallel: tp,
+    pipelineParallel: par.pp,
     vocab: m.vocab,
   };
+  if (!Number.isFinite(cfg.commFixedS + cfg.commPerTokenS))
+    throw new RangeError(
+      `${setup.gpu.id} has no interconnect in the catalog for tensor_parallel ${tp} × pipeline_parallel ${par.pp}: give link_bandwidth and link_latency in the gpu`,
+    );
   if (!(cfg.prefillMfu > 0 && cfg.prefillMfu <= 1))
     throw new RangeError(`prefill_mfu must be in (0, 1], got ${cfg.prefillMfu}: write e.g. prefill_mfu: 0.6`);
   if (!(cfg.stepOverheadS >= 0)) throw new RangeError(`step_overhead must be ≥ 0, got ${cfg.stepOverheadS}`);
@@ -456,6 +491,10 @@ export class SimEngine {
     this.rng = new Mulberry32(this.cfg.seed ^ 0x5eed);
   }
 
+  /** Replicas behind this engine (one; see DpEngine). */
+  get replicaCount(): number {
+    return 1;
+  }
   get waiting(): number {
     return this.waitingQ.length;
   }
@@ -734,7 +773,8 @@ export class SimEngine {
     const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
     const core = memS > compS ? memS : compS;
     const decodeMemS = decodeTokens ? (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth : 0;
-    const duration = ns ? core + cfg.stepOverheadS : 0;
+    const comm = ns ? cfg.commFixedS + cfg.commPerTokenS * tokens : 0;
+    const duration = ns ? core + comm + cfg.stepOverheadS : 0;
     const start = this.now;
     const end = start + duration;
     this.now = end;
@@ -780,7 +820,7 @@ export class SimEngine {
       prefillTokens,
       decodeTokens,
       decodeMemS,
-      prefillExtraS: ns ? core - decodeMemS : 0,
+      prefillExtraS: ns ? core + comm - decodeMemS : 0,
       overheadS: ns ? cfg.stepOverheadS : 0,
       tokens: out,
       preempted,
@@ -893,6 +933,7 @@ export class SimEngine {
     const apair = cfg.attnFlopsPerPair;
     const denom = cfg.peak * cfg.prefillMfu;
     const ovh = cfg.stepOverheadS;
+    const comm = cfg.commFixedS + cfg.commPerTokenS * ns;
     const caching = cfg.prefixCaching;
     const maxLen = cfg.maxModelLen;
     const counters = this.counters;
@@ -909,7 +950,7 @@ export class SimEngine {
       // The step time as step() computes it with one token per request: Σ(s + n) = Σ attention pairs = ctx.
       const memS = (W + kv * ctx) / bw;
       const compS = (fpt * ns + apair * ctx) / denom;
-      const core = memS > compS ? memS : compS;
+      const core = (memS > compS ? memS : compS) + comm;
       const duration = core + ovh;
       const end = now + duration;
       now = end;
@@ -955,6 +996,130 @@ export class SimEngine {
     const c = this.cfg;
     const mem = (c.weightsBytes + c.kvBytesPerToken * context * batch) / c.bandwidth;
     const comp = (c.flopsPerToken * batch + c.attnFlopsPerPair * context * batch) / (c.peak * c.prefillMfu);
-    return Math.max(mem, comp) + c.stepOverheadS;
+    return Math.max(mem, comp) + c.commFixedS + c.commPerTokenS * batch + c.stepOverheadS;
   }
+}
+
+/** What a load generator or the HTTP server needs of an engine: one replica, or several behind one endpoint. */
+export type Engine = SimEngine | DpEngine;
+
+/**
+ * Data parallelism: `dp` independent engines (each its own GPUs, KV pool and step clock) behind
+ * one endpoint. A new request goes to the replica with the lowest waiting × 4 + running, as vLLM's
+ * DP load balancer scores its engines (vLLM v1 DPLBAsyncMPClient in engine/core_client.py). Each
+ * replica keeps its own clock; `step` runs the replica whose next step starts first, so a request
+ * that arrives while a replica is mid-step waits for that step to end, as on a real server.
+ */
+export class DpEngine {
+  readonly replicas: SimEngine[];
+  readonly cfg: EngineConfig;
+  readonly running: SimRequest[] = [];
+  constructor(opts: EngineOptions, dp: number) {
+    const first = new SimEngine(opts);
+    this.replicas = [first];
+    for (let i = 1; i < dp; i++)
+      this.replicas.push(new SimEngine({ ...first.cfg, seed: first.cfg.seed + i } as EngineConfig));
+    this.cfg = first.cfg;
+  }
+  get replicaCount(): number {
+    return this.replicas.length;
+  }
+  /** The start of the next step: the earliest clock among replicas with work (all idle: the latest clock). */
+  get now(): number {
+    let busy = Infinity;
+    let idle = -Infinity;
+    for (const e of this.replicas) {
+      if (e.hasWork()) busy = Math.min(busy, e.now);
+      else idle = Math.max(idle, e.now);
+    }
+    return busy < Infinity ? busy : idle;
+  }
+  private earliest(): { e?: SimEngine; next: number } {
+    let e: SimEngine | undefined;
+    let next = Infinity;
+    for (const r of this.replicas) {
+      if (!r.hasWork()) continue;
+      if (!e || r.now < e.now) {
+        if (e) next = Math.min(next, e.now);
+        e = r;
+      } else next = Math.min(next, r.now);
+    }
+    return { e, next };
+  }
+  hasWork(): boolean {
+    return this.replicas.some((e) => e.hasWork());
+  }
+  advanceTo(t: number) {
+    for (const e of this.replicas) if (!e.hasWork()) e.advanceTo(t);
+  }
+  step(): StepResult | undefined {
+    return this.earliest().e?.step();
+  }
+  decodeRun(maxSteps: number, until = Infinity): DecodeRun | undefined {
+    const { e, next } = this.earliest();
+    return e?.decodeRun(maxSteps, Math.min(until, next));
+  }
+  add(r: AddRequest): SimRequest {
+    let best = this.replicas[0];
+    let score = Infinity;
+    for (const e of this.replicas) {
+      const s = e.waiting * 4 + e.numRunning;
+      if (s < score) {
+        score = s;
+        best = e;
+      }
+    }
+    const at = r.arrival ?? this.now;
+    if (!best.hasWork()) best.advanceTo(at);
+    return best.add({ ...r, arrival: at });
+  }
+  abort(id: string): boolean {
+    return this.replicas.some((e) => e.abort(id));
+  }
+  get(id: string): SimRequest | undefined {
+    for (const e of this.replicas) {
+      const r = e.get(id);
+      if (r) return r;
+    }
+    return undefined;
+  }
+  get counters(): EngineCounters {
+    const c: EngineCounters = {
+      prefixQueries: 0,
+      prefixHits: 0,
+      preemptions: 0,
+      promptTokens: 0,
+      generationTokens: 0,
+      finished: 0,
+      steps: 0,
+      busyS: 0,
+    };
+    for (const e of this.replicas) for (const k of Object.keys(c) as (keyof EngineCounters)[]) c[k] += e.counters[k];
+    return c;
+  }
+  get waiting(): number {
+    return this.replicas.reduce((n, e) => n + e.waiting, 0);
+  }
+  get numRunning(): number {
+    return this.replicas.reduce((n, e) => n + e.numRunning, 0);
+  }
+  get freeBlocks(): number {
+    return this.replicas.reduce((n, e) => n + e.freeBlocks, 0);
+  }
+  /** Mean over the replicas (each reports its own pool's usage). */
+  get kvUsage(): number {
+    return this.replicas.reduce((n, e) => n + e.kvUsage, 0) / this.replicas.length;
+  }
+  get rollingHitRate(): number {
+    return this.replicas.reduce((n, e) => n + e.rollingHitRate, 0) / this.replicas.length;
+  }
+  decodeStepTime(context: number, batch = 1): number {
+    return this.replicas[0].decodeStepTime(context, batch);
+  }
+}
+
+/** One engine per setup: several replicas behind one endpoint when the setup says data_parallel > 1. */
+export function createEngine(opts: EngineOptions): Engine {
+  const dp = parallelOf(opts.setup).dp;
+  return dp > 1 ? new DpEngine(opts, dp) : new SimEngine(opts);
 }

@@ -7,7 +7,7 @@
  */
 import type { RequestRecord } from '../bench/metrics';
 import type { RequestPlanner, SessionCursor } from '../workload/plan';
-import type { DecodeRun, EngineCounters, SimEngine, SimRequest, StepResult } from './engine';
+import type { DecodeRun, Engine, EngineCounters, SimRequest, StepResult } from './engine';
 import { expVariate, Mulberry32, mulberry32 } from './rng';
 
 export interface LoadOptions {
@@ -41,7 +41,7 @@ export interface LoadResult {
   prefixQueries: number;
   prefixHits: number;
   preemptions: number;
-  /** Where the point's wall time went, s: decode reads, extra time prefills added, step overhead, idle. */
+  /** Where the point's wall time went, s, summed over replicas: decode reads, extra time prefills added, step overhead, idle. */
   time: { decodeS: number; prefillS: number; overheadS: number; idleS: number };
 }
 
@@ -85,7 +85,7 @@ export class LoadRun {
   private readonly pending: { at: number; cursor: SessionCursor }[] = [];
 
   constructor(
-    readonly engine: SimEngine,
+    readonly engine: Engine,
     readonly o: LoadOptions,
   ) {
     this.closed = o.concurrency !== undefined;
@@ -286,7 +286,8 @@ export class LoadRun {
     let tEnd = t0;
     for (const r of this.records) tEnd = Math.max(tEnd, t0 + r.endMs / 1000);
     const durationS = tEnd - t0;
-    const time = { ...this.time, idleS: Math.max(0, durationS - this.busy) };
+    // Busy time sums over the replicas of a data-parallel engine: idle is what is left of all of them.
+    const time = { ...this.time, idleS: Math.max(0, durationS * engine.replicaCount - this.busy) };
     return {
       records: this.records,
       durationS,
@@ -301,7 +302,7 @@ export class LoadRun {
   }
 }
 
-export function runLoad(engine: SimEngine, o: LoadOptions): LoadResult {
+export function runLoad(engine: Engine, o: LoadOptions): LoadResult {
   const run = new LoadRun(engine, o);
   run.advance();
   return run.result();

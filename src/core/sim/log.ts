@@ -92,9 +92,8 @@ export class VllmLog {
 
   /** The startup facts a real V1 server prints, from the engine's configuration. */
   startup(cfg: EngineConfig, modelName: string, host: string, port: number) {
-    const m = cfg.setup.model;
     const weightsGiB = cfg.pool.weights_bytes / GiB;
-    const kvGiB = (cfg.numGpuBlocks * cfg.pool.page_size_bytes * m.layers) / GiB;
+    const kvGiB = (cfg.numGpuBlocks * cfg.pool.page_size_bytes * cfg.pool.layers_per_gpu) / GiB;
     const poolTokens = cfg.numGpuBlocks * cfg.blockSize;
     const loadS = cfg.pool.weights_bytes / 4e9;
     const args: string[] = [

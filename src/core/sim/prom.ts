@@ -2,7 +2,7 @@
  * `/metrics` of the simulated endpoint: Prometheus text exposition with vLLM V1's metric names and
  * labels (model_name, engine), as prometheus_client writes them (counters end in `_total`).
  */
-import type { SimEngine } from './engine';
+import type { Engine } from './engine';
 
 /** vLLM's buckets. */
 export const TTFT_BUCKETS = [
@@ -46,7 +46,7 @@ function num(v: number): string {
   return String(v);
 }
 
-export function renderMetrics(engine: SimEngine, m: SimMetrics, modelName: string): string {
+export function renderMetrics(engine: Engine, m: SimMetrics, modelName: string): string {
   const labels = `engine="0",model_name="${modelName.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
   const c = engine.counters;
   const out: string[] = [];

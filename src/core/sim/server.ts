@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { findGpu, findModel } from '../catalog';
 import type { Setup } from '../engine/types';
-import { SimEngine, type EngineOptions, type SimRequest, type StepResult } from './engine';
+import { createEngine, type Engine, type EngineOptions, type SimRequest, type StepResult } from './engine';
 import { VllmLog } from './log';
 import { renderMetrics, SimMetrics } from './prom';
 import { chatPrompt, detokenize, idToChar, tokenize } from './tokenizer';
@@ -48,7 +48,7 @@ export interface SimServer {
   port: number;
   host: string;
   model: string;
-  engine: SimEngine;
+  engine: Engine;
   /** Prometheus text, as GET /metrics returns it. */
   metricsText(): string;
   close(): Promise<void>;
@@ -178,7 +178,7 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   const setup = opts.setup ?? defaultSimSetup();
   const speed = opts.speed && opts.speed > 0 ? opts.speed : 1;
   const host = opts.host ?? '127.0.0.1';
-  const engine = new SimEngine({ ...(opts.engine ?? {}), setup });
+  const engine = createEngine({ ...(opts.engine ?? {}), setup });
   const cfg = engine.cfg;
   const modelName = opts.servedModelName ?? setup.model.id;
   const acceptedNames = new Set([modelName, setup.model.id, setup.model.name]);
