@@ -1,59 +1,96 @@
 /**
  * inflab — the same engine as the extension, without VS Code.
- * Exit codes: 0 every cell ran (findings do not fail a run), 1 a cell failed, 2 usage error.
+ * Exit codes: 0 every cell ran (findings do not fail a run), 1 a cell failed, 2 usage error,
+ * 130 interrupted (Ctrl-C).
  */
-import { parseArgs } from 'node:util';
-import { auditCommand } from './commands/audit';
-import { benchCommand } from './commands/bench';
-import { evalCommand } from './commands/eval';
-import { runCommand } from './commands/run';
-import { simCommand } from './commands/sim';
+import { version } from '../../package.json';
+import { helpText, type CommandSpec } from './args';
+import { auditCommand, auditSpec } from './commands/audit';
+import { benchCommand, benchSpec } from './commands/bench';
+import { catalogCommand, catalogSpec } from './commands/catalog';
+import { evalCommand, evalSpec } from './commands/eval';
+import { runCommand, runSpec } from './commands/run';
+import { simCommand, simSpec } from './commands/sim';
 import { UsageError } from './usage';
 
-const USAGE = `inflab — inference lab notebooks, headless
+interface Command {
+  spec: CommandSpec;
+  run(argv: string[]): Promise<number>;
+}
 
-  inflab run NOTEBOOK [--out PATH]        run every cell in order; write the executed notebook
-  inflab eval FILE.yaml [--json]          each YAML document (--- separated) is a cell
-  inflab sim [--gpu ID] [--model ID] [--port N] [--log FILE] [--speed X]
-                                          the simulated vLLM endpoint
-  inflab bench --endpoint URL --input N --output N (--concurrency LIST | --rate LIST)
-               [--requests N] [--seed per-point|N] [--json FILE]
-  inflab audit LOGFILE [--json]           audit a vLLM server log
+export const COMMANDS: Command[] = [
+  { spec: runSpec, run: runCommand },
+  { spec: evalSpec, run: evalCommand },
+  { spec: benchSpec, run: benchCommand },
+  { spec: auditSpec, run: auditCommand },
+  { spec: simSpec, run: simCommand },
+  { spec: catalogSpec, run: catalogCommand },
+];
 
-Exit codes: 0 ran (findings do not fail a run), 1 a cell failed, 2 usage error.`;
-
-const COMMANDS: Record<string, (argv: string[]) => Promise<number>> = {
-  run: runCommand,
-  eval: evalCommand,
-  sim: simCommand,
-  bench: benchCommand,
-  audit: auditCommand,
-};
+/** The top-level usage: every command with every flag it takes. */
+export function usage(): string {
+  const blocks = COMMANDS.map(({ spec }) => {
+    const flags = Object.entries(spec.options).map(
+      ([n, o]) => `[--${n}${o.type === 'string' ? ` ${o.value ?? 'VALUE'}` : ''}]`,
+    );
+    const lines: string[] = [];
+    let line = `  inflab ${spec.name}${spec.args ? ` ${spec.args}` : ''}`;
+    for (const f of flags) {
+      if (line.length + f.length + 1 > 100) {
+        lines.push(line);
+        line = ' '.repeat(4 + spec.name.length + 6);
+      }
+      line += ` ${f}`;
+    }
+    lines.push(line);
+    return `${lines.join('\n')}\n      ${spec.summary}`;
+  });
+  return [
+    `inflab ${version} — inference lab notebooks, headless`,
+    '',
+    ...blocks,
+    '',
+    '  inflab --version        print the version',
+    '  inflab COMMAND --help   every option of a command, with what it takes',
+    '',
+    'Exit codes: 0 ran (findings do not fail a run), 1 a cell failed, 2 usage error, 130 interrupted.',
+    'API key: INFLAB_API_KEY (or OPENAI_API_KEY), sent only to the endpoint you name.',
+  ].join('\n');
+}
 
 export async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   if (!cmd || cmd === '--help' || cmd === '-h' || cmd === 'help') {
-    console.log(USAGE);
+    const sub = cmd === 'help' && rest[0] ? COMMANDS.find((c) => c.spec.name === rest[0]) : undefined;
+    if (sub) console.log(helpText(sub.spec));
+    else (cmd ? console.log : console.error)(usage());
     return cmd ? 0 : 2;
   }
-  const fn = COMMANDS[cmd];
-  if (!fn) {
-    console.error(`inflab: unknown command "${cmd}"\n\n${USAGE}`);
+  if (cmd === '--version' || cmd === '-v' || cmd === 'version') {
+    console.log(version);
+    return 0;
+  }
+  const command = COMMANDS.find((c) => c.spec.name === cmd);
+  if (!command) {
+    const { suggest } = await import('../core/engine/schema');
+    const s = suggest(
+      cmd,
+      COMMANDS.map((c) => c.spec.name),
+    );
+    console.error(`inflab: unknown command "${cmd}"${s ? `; did you mean "inflab ${s}"?` : ''}\n\n${usage()}`);
     return 2;
   }
   try {
-    return await fn(rest);
+    return await command.run(rest);
   } catch (e) {
-    if (e instanceof UsageError || (e as any)?.code?.startsWith?.('ERR_PARSE_ARGS')) {
-      console.error(`inflab ${cmd}: ${(e as Error).message}\n\n${USAGE}`);
+    if (e instanceof UsageError) {
+      console.error(`inflab ${cmd}: ${e.message}\n(inflab ${cmd} --help lists every option)`);
       return 2;
     }
     console.error(`inflab ${cmd}: ${(e as Error).stack ?? e}`);
     return 1;
   }
 }
-
-export { parseArgs };
 
 main(process.argv.slice(2)).then(
   (code) => {

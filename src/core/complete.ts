@@ -42,6 +42,8 @@ export interface KeyDoc {
   required: boolean;
   /** Keys of a nested mapping (slo: {ttft_p99, …}). */
   children?: KeyDoc[];
+  /** Takes one value or a list of them ('many'), or only a list ('only'). */
+  list?: 'many' | 'only';
 }
 
 /** The keys every cell may carry besides its kind's own (setup keys override the setup in force). */
@@ -151,6 +153,7 @@ function describe(key: string, s0: z.ZodTypeAny): KeyDoc {
       doc.bare ??= parts.find((p) => p.bare)?.bare;
       const one = parts.find((p) => !p.type.startsWith('a list of'));
       doc.type = arr && one ? `${one.type}, or a list of them` : [...new Set(parts.map((p) => p.type))].join(' or ');
+      if (arr && one) doc.list = 'many';
       doc.children = parts.find((p) => p.children)?.children;
       return doc;
     } else if (d.type === 'enum' && d.entries) {
@@ -175,6 +178,7 @@ function describe(key: string, s0: z.ZodTypeAny): KeyDoc {
     } else if (d.type === 'array' && d.element) {
       const e = describe(key, d.element);
       doc.type = `a list of ${e.type.replace(/^an? /, '')}`;
+      doc.list = 'only';
       doc.units = e.units;
       doc.values = e.values;
       doc.bare = e.bare;

@@ -233,6 +233,10 @@ test('a planted API key appears nowhere: records, errors, outputs, values, findi
         jsonFile,
         '--stop-above',
         '100%',
+        '--gpu',
+        'a100-sxm4-80gb',
+        '--model',
+        'qwen3-8b',
       ]);
     } finally {
       console.log = log;

@@ -186,7 +186,7 @@ test('inflab run NB --out OUT leaves NB byte-identical and OUT holds every cell 
   assert.deepStrictEqual(leftovers(path.dirname(out)), []);
 
   // In place: the sources stay, the outputs arrive; running again gives the same cells.
-  const r2 = await inflab(['run', nbFile]);
+  const r2 = await inflab(['run', nbFile, '--in-place']);
   assert.equal(r2.code, 0, r2.stdout + r2.stderr);
   const inPlace = parseNotebook(fs.readFileSync(nbFile, 'utf8'));
   assert.deepStrictEqual(
@@ -249,7 +249,9 @@ test('inflab run on a corrupt notebook: exit 1, the message, the file byte-ident
       const bytes = Buffer.from(breakIt(serializeNotebook(NB)), 'utf8');
       fs.writeFileSync(nbFile, bytes);
       const mtime = fs.statSync(nbFile).mtimeMs;
-      const args = mode.endsWith('--out') ? ['run', nbFile, '--out', path.join(d, 'out.inflab')] : ['run', nbFile];
+      const args = mode.endsWith('--out')
+        ? ['run', nbFile, '--out', path.join(d, 'out.inflab')]
+        : ['run', nbFile, '--in-place'];
       const r = mode.startsWith('process') ? await inflab(args) : await runInProcess(args.slice(1));
       const ctx = `${what} (${mode}): ${r.stdout}${r.stderr}`;
       assert.equal(r.code, 1, ctx);
@@ -269,7 +271,7 @@ test('inflab run whose save fails (file size limit) exits 1 and leaves the noteb
   const input = serializeNotebook(NB);
   fs.writeFileSync(nbFile, input);
   // The executed notebook (plots, tables) is far larger than 16 KiB; the input is well under it.
-  const r = await inflabLimited(16, ['run', nbFile]);
+  const r = await inflabLimited(16, ['run', nbFile, '--in-place']);
   assert.equal(r.code, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /could not save .*day4\.inflab: EFBIG.*the file on disk was left as it was/);
   assert.doesNotMatch(r.stderr, /\n\s+at /, 'a message, not a stack trace');
@@ -324,7 +326,7 @@ test('inflab run in place: edits saved while the cells ran are not overwritten; 
       ],
     };
     fs.writeFileSync(nbFile, serializeNotebook(nb));
-    const running = inflab(['run', nbFile]);
+    const running = inflab(['run', nbFile, '--in-place']);
     await firstRequest;
     const mine = serializeNotebook({
       cells: [...nb.cells, { kind: 'markdown', language: 'markdown', source: 'notes typed while the sweep ran' }],

@@ -1,31 +1,36 @@
 import * as path from 'node:path';
-import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { createNotebookContext, jsonSafe, runCell } from '../../core/engine/engine';
+import { command, type CommandSpec, type Parsed } from '../args';
 import { cliServices } from '../services';
 import { printCellText } from '../io';
 import { UsageError } from '../usage';
 
-/**
- * inflab audit LOGFILE|GLOB|URL [--json] [--gpu ID --model ID [--weights DT] [--kv-cache DT]
- *              [--gpu-memory-utilization F]] [--hit-threshold PCT]
- * Runs an `audit:` cell (after a setup cell when --gpu/--model are given, for the KV-pool check).
- */
-export async function auditCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      json: { type: 'boolean' },
-      gpu: { type: 'string' },
-      model: { type: 'string' },
-      weights: { type: 'string' },
-      'kv-cache': { type: 'string' },
-      'gpu-memory-utilization': { type: 'string' },
-      'hit-threshold': { type: 'string' },
-      'no-plot': { type: 'boolean' },
+export const auditSpec: CommandSpec = {
+  name: 'audit',
+  args: 'LOGFILE|GLOB|URL',
+  summary: 'audit a vLLM server log (or a /metrics URL) as an `audit:` cell does',
+  options: {
+    json: { type: 'boolean', help: "print the audit cell's {kind, values, findings} as JSON" },
+    gpu: {
+      type: 'string',
+      value: 'ID',
+      help: 'catalog GPU, with --model, for the KV-pool check (inflab catalog gpus)',
     },
-  });
+    model: { type: 'string', value: 'ID', help: 'catalog model, with --gpu (inflab catalog models)' },
+    weights: { type: 'string', value: 'DTYPE', help: 'weights dtype of the setup (default bf16)' },
+    'kv-cache': { type: 'string', value: 'DTYPE', help: 'KV-cache dtype of the setup (default bf16)' },
+    'gpu-memory-utilization': {
+      type: 'string',
+      value: 'F',
+      help: "the server's --gpu-memory-utilization (default 0.9)",
+    },
+    'hit-threshold': { type: 'string', value: 'PCT', help: 'prefix-cache hit rate that flags contamination, e.g. 10' },
+    'no-plot': { type: 'boolean', help: 'leave out the timeline plot' },
+  },
+};
+
+export const auditCommand = command(auditSpec, async ({ values, positionals }: Parsed): Promise<number> => {
   if (positionals.length !== 1)
     throw new UsageError(
       'give one log file, glob or /metrics URL: inflab audit logs/vllm.log [--json] [--gpu a100-sxm4-80gb --model qwen3-8b]',
@@ -35,7 +40,7 @@ export async function auditCommand(argv: string[]): Promise<number> {
       'give both --gpu and --model (e.g. --gpu a100-sxm4-80gb --model qwen3-8b) for the KV-pool check, or neither',
     );
   const num = (k: 'gpu-memory-utilization' | 'hit-threshold') => {
-    const s = values[k];
+    const s = values[k] as string | undefined;
     if (s === undefined) return undefined;
     const v = Number(s);
     if (!Number.isFinite(v))
@@ -83,4 +88,4 @@ export async function auditCommand(argv: string[]): Promise<number> {
   }
   if (values.json) console.log(JSON.stringify(out.length === 1 ? out[0] : out, null, 2));
   return ok ? 0 : 1;
-}
+});

@@ -1,39 +1,37 @@
 import * as path from 'node:path';
-import { parseArgs } from 'node:util';
-import { parseAllDocuments } from 'yaml';
 import { createNotebookContext, runCell, jsonSafe } from '../../core/engine/engine';
+import { command, type CommandSpec, type Parsed } from '../args';
 import { cliServices } from '../services';
-import { printCellText, readArgFile } from '../io';
+import { cellsOfFile, locate, printCellText, readArgFile, yamlCells } from '../io';
 import { UsageError } from '../usage';
 
 /** Split a multi-document YAML file into cell sources, keeping each document's own text. */
 export function splitDocuments(text: string): string[] {
-  const docs = parseAllDocuments(text);
-  const list = Array.isArray(docs) ? docs : [docs];
-  return list
-    .map((d) => {
-      const [start, , end] = d.range;
-      return text.slice(start, end).replace(/^---[^\n]*\n?/, '');
-    })
-    .filter((s) => s.trim() !== '');
+  return yamlCells(text).map((c) => c.source);
 }
 
-export async function evalCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: { json: { type: 'boolean' } },
-  });
-  if (positionals.length !== 1) throw new UsageError('give one YAML file: inflab eval FILE.yaml [--json]');
+export const evalSpec: CommandSpec = {
+  name: 'eval',
+  args: 'FILE',
+  summary:
+    'run each cell of FILE in one context and print its outputs (FILE: YAML documents separated by ---, or a .inflab notebook, which is not written)',
+  options: {
+    json: { type: 'boolean', help: 'print one {kind, name, values, findings} per cell as JSON instead' },
+  },
+};
+
+export const evalCommand = command(evalSpec, async ({ values, positionals }: Parsed): Promise<number> => {
+  if (positionals.length !== 1)
+    throw new UsageError('give one file: inflab eval FILE.yaml (or NOTEBOOK.inflab) [--json]');
   const { file, text } = readArgFile(positionals[0]);
+  const cells = cellsOfFile(file, text);
   const services = cliServices();
   const ctx = createNotebookContext(path.dirname(file), services);
   const out: unknown[] = [];
   let ok = true;
   try {
-    const cells = splitDocuments(text);
-    for (let i = 0; i < cells.length; i++) {
-      const r = await runCell(cells[i], i, ctx);
+    for (const c of cells) {
+      const r = await runCell(c.source, c.index, ctx);
       ok &&= r.ok;
       out.push({
         kind: r.kind,
@@ -44,8 +42,8 @@ export async function evalCommand(argv: string[]): Promise<number> {
         ...(r.error ? { error: r.error } : {}),
       });
       if (!values.json) {
-        console.log(`# [${i}] ${r.kind}${r.name ? ` (${r.name})` : ''}${r.ok ? '' : ' — FAILED'}`);
-        printCellText(r);
+        console.log(`# [${c.index}] ${r.kind}${r.name ? ` (${r.name})` : ''}${r.ok ? '' : ' — FAILED'}`);
+        printCellText(r, '', (f) => locate(positionals[0], c, f));
         console.log();
       }
     }
@@ -54,4 +52,4 @@ export async function evalCommand(argv: string[]): Promise<number> {
   }
   if (values.json) console.log(JSON.stringify(out, null, 2));
   return ok ? 0 : 1;
-}
+});

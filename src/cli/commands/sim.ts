@@ -1,25 +1,33 @@
-import { parseArgs } from 'node:util';
 import { findGpu, findModel, GPUS, MODELS } from '../../core/catalog';
 import { defaultSimSetup, startSimServer } from '../../core/sim/server';
+import { command, type CommandSpec, type Parsed } from '../args';
 import { UsageError } from '../usage';
 
-const HELP = `inflab sim — the simulated vLLM endpoint (runs until Ctrl-C)
-
-  --gpu ID                    catalog GPU (default a100-sxm4-80gb)
-  --model ID                  catalog model (default qwen3-8b)
-  --port N                    port on 127.0.0.1 (default: a free one)
-  --log FILE                  vLLM-format log to FILE ("-" for stdout)
-  --speed X                   simulated seconds per wall second (default 1)
-  --no-prefix-caching         serve with the prefix cache off
-  --max-num-seqs N            default 256
-  --max-num-batched-tokens N  default 8192
-  --max-model-len N           default: the model's max_position_embeddings
-  --gpu-memory-utilization F  default 0.9
-  --prefill-mfu F             default 0.6
-  --step-overhead-ms MS       default 3.27
-  --num-gpu-blocks N          KV pool size in 16-token blocks (default: the kv-pool prediction)
-  --stats-interval S          seconds between stats log lines (default 10)
-  --served-model-name NAME    default: the model's catalog id`;
+export const simSpec: CommandSpec = {
+  name: 'sim',
+  summary: 'the simulated vLLM endpoint, an OpenAI-compatible server on 127.0.0.1 (runs until Ctrl-C)',
+  options: {
+    gpu: { type: 'string', value: 'ID', help: 'catalog GPU (default a100-sxm4-80gb)' },
+    model: { type: 'string', value: 'ID', help: 'catalog model (default qwen3-8b)' },
+    port: { type: 'string', value: 'N', help: 'port on 127.0.0.1 (default: a free one)' },
+    log: { type: 'string', value: 'FILE', help: 'vLLM-format log to FILE ("-" for stdout)' },
+    speed: { type: 'string', value: 'X', help: 'simulated seconds per wall second (default 1)' },
+    'no-prefix-caching': { type: 'boolean', help: 'serve with the prefix cache off' },
+    'max-num-seqs': { type: 'string', value: 'N', help: 'default 256' },
+    'max-num-batched-tokens': { type: 'string', value: 'N', help: 'default 8192' },
+    'max-model-len': { type: 'string', value: 'N', help: "default: the model's max_position_embeddings" },
+    'gpu-memory-utilization': { type: 'string', value: 'F', help: 'default 0.9' },
+    'prefill-mfu': { type: 'string', value: 'F', help: 'default 0.6' },
+    'step-overhead-ms': { type: 'string', value: 'MS', help: 'default 3.27' },
+    'num-gpu-blocks': {
+      type: 'string',
+      value: 'N',
+      help: 'KV pool size in 16-token blocks (default: the kv-pool prediction)',
+    },
+    'stats-interval': { type: 'string', value: 'S', help: 'seconds between stats log lines (default 10)' },
+    'served-model-name': { type: 'string', value: 'NAME', help: "default: the model's catalog id" },
+  },
+};
 
 function num(name: string, v: string | undefined, int = false): number | undefined {
   if (v === undefined) return undefined;
@@ -31,33 +39,9 @@ function num(name: string, v: string | undefined, int = false): number | undefin
   return n;
 }
 
-export async function simCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      gpu: { type: 'string' },
-      model: { type: 'string' },
-      port: { type: 'string' },
-      log: { type: 'string' },
-      speed: { type: 'string' },
-      'no-prefix-caching': { type: 'boolean' },
-      'max-num-seqs': { type: 'string' },
-      'max-num-batched-tokens': { type: 'string' },
-      'max-model-len': { type: 'string' },
-      'gpu-memory-utilization': { type: 'string' },
-      'prefill-mfu': { type: 'string' },
-      'step-overhead-ms': { type: 'string' },
-      'num-gpu-blocks': { type: 'string' },
-      'stats-interval': { type: 'string' },
-      'served-model-name': { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
-  if (values.help) {
-    console.log(HELP);
-    return 0;
-  }
+export const simCommand = command(simSpec, async (p: Parsed): Promise<number> => {
+  const values = p.values as Record<string, string | undefined>;
+  const { positionals } = p;
   if (positionals.length)
     throw new UsageError(`inflab sim takes no positional arguments (got "${positionals[0]}"); see inflab sim --help`);
   const setup = defaultSimSetup();
@@ -114,4 +98,4 @@ export async function simCommand(argv: string[]): Promise<number> {
   });
   await server.close();
   return 0;
-}
+});

@@ -26,7 +26,10 @@ export function quantityInfo(s: unknown): { dims: DimName[]; bare?: string } | u
 /** A quantity of one (or several) dimensions, written "23 ms", "1k tokens", "2,039 GB/s". */
 export function quantity(dims: DimName | DimName[], opts: QuantityOpts = {}) {
   const s = quantitySchema(dims, opts);
-  QUANTITY_INFO.set(defKey(s)!, { dims: Array.isArray(dims) ? dims : [dims], bare: opts.bare });
+  const info = { dims: Array.isArray(dims) ? dims : [dims], bare: opts.bare };
+  QUANTITY_INFO.set(defKey(s)!, info);
+  // A refinement (`.refine(…)`) copies the definition but keeps its input schema: mark that too.
+  QUANTITY_INFO.set(defKey(s._zod.def.in)!, info);
   return s;
 }
 

@@ -13,6 +13,33 @@ import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engi
 import { CellError, finding, type Finding } from '../findings';
 import { benchFacts } from './benchFacts';
 
+/** The longest a timer can wait (setTimeout's 2^31 − 1 ms, about 24.8 days); past it Node fires at once. */
+const MAX_TIMER_S = (2 ** 31 - 1) / 1000;
+/** More streams than one client machine holds open (each is a socket and a file descriptor). */
+const MAX_CONCURRENCY = 10_000;
+const MIN_RATE = 0.001;
+const MAX_RATE = 100_000;
+
+/** A time a timer waits for: above zero and no longer than a timer can wait. */
+const timerSpan = () =>
+  quantity('time', { positive: true }).refine((q) => q.value <= MAX_TIMER_S, {
+    message: `must be at most ${Math.floor(MAX_TIMER_S / 86_400)} days (longer than a timer can wait)`,
+  });
+
+/** A share of requests, 0% to 100%. */
+const share = () =>
+  quantity('ratio', { min: 0 }).refine((q) => q.value <= 1, { message: 'must be at most 100% (a share of requests)' });
+
+const concurrencyValue = positiveInt.max(MAX_CONCURRENCY);
+
+/** One request every 1,000 s up to 100,000 req/s: below it the arrival gaps overflow the timers. */
+const rateValue = quantity('request_rate', { bare: 'req/s', positive: true }).refine(
+  (q) => q.value >= MIN_RATE && q.value <= MAX_RATE,
+  {
+    message: `must be between ${MIN_RATE} req/s (one request every ${1 / MIN_RATE} s) and ${MAX_RATE.toLocaleString('en-US')} req/s`,
+  },
+);
+
 const slo = z
   .object({
     ttft_p99: quantity('time', { positive: true }).optional(),
@@ -21,7 +48,7 @@ const slo = z
   })
   .strict();
 
-const onFailure = z.union([z.literal('continue'), z.object({ stop_above: quantity('ratio', { min: 0 }) }).strict()]);
+const onFailure = z.union([z.literal('continue'), z.object({ stop_above: share() }).strict()]);
 
 const base = {
   input: quantity('tokens', { bare: 'tokens', positive: true }).describe('Prompt length of every request.'),
@@ -29,12 +56,12 @@ const base = {
     'Tokens generated per request (ignore_eos, so every request runs to this length).',
   ),
   /** Closed loop: one point per value. With `rate`, a single value caps requests in flight. */
-  concurrency: oneOrMany(positiveInt)
+  concurrency: oneOrMany(concurrencyValue)
     .optional()
     .describe(
       'Closed loop: requests kept in flight, one sweep point per value. With `rate`, one value caps requests in flight.',
     ),
-  rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true }))
+  rate: oneOrMany(rateValue)
     .optional()
     .describe(
       'Open loop: offered arrival rate, one point per value (Poisson arrivals unless `burstiness` says otherwise).',
@@ -43,13 +70,21 @@ const base = {
   burstiness: z
     .number()
     .positive()
+    .max(1000)
     .optional()
     .describe('Gamma shape of inter-arrival times: 1 = Poisson, below 1 burstier.'),
-  requests: quantity('requests', { bare: 'requests', positive: true }).optional().describe('Requests per point.'),
-  duration: quantity('time', { positive: true })
+  requests: quantity('requests', { bare: 'requests', positive: true })
+    .refine((q) => Number.isInteger(q.value), { message: 'must be a whole number of requests' })
     .optional()
-    .describe('Length of each point, instead of a request count.'),
-  warmup: z.number().int().min(0).default(0).describe('Requests sent and discarded before each point is measured.'),
+    .describe('Requests per point.'),
+  duration: timerSpan().optional().describe('Length of each point, instead of a request count.'),
+  warmup: z
+    .number()
+    .int()
+    .min(0)
+    .max(100_000)
+    .default(0)
+    .describe('Requests sent and discarded before each point is measured.'),
   seed: z
     .union([z.literal('per-point'), z.number().int().min(0)])
     .default('per-point')
@@ -74,14 +109,12 @@ const base = {
     .default('completions')
     .describe('OpenAI API the requests use: /v1/completions or /v1/chat/completions.'),
   /** No bytes for this long ends a request with kind "timeout". */
-  timeout: quantity('time', { positive: true })
-    .optional()
-    .describe('No bytes for this long ends a request as a timeout.'),
-  request_timeout: quantity('time', { positive: true }).optional().describe('Longest a whole request may take.'),
+  timeout: timerSpan().optional().describe('No bytes for this long ends a request as a timeout.'),
+  request_timeout: timerSpan().optional().describe('Longest a whole request may take.'),
   on_failure: onFailure
     .optional()
     .describe('What a point does when requests fail: continue, or stop above a failure ratio.'),
-  contamination_threshold: quantity('ratio', { min: 0 })
+  contamination_threshold: share()
     .optional()
     .describe('Prefix-cache hit rate above which a point is flagged as served from the cache.'),
   top_p: z
@@ -123,7 +156,7 @@ const rateSchema = z
   .object({
     bench: z.literal('rate'),
     ...base,
-    rate: oneOrMany(quantity('request_rate', { bare: 'req/s', positive: true })),
+    rate: oneOrMany(rateValue).describe('Offered arrival rate, one point per value.'),
   })
   .strict()
   .refine((c) => !(c.concurrency && c.concurrency.length > 1), {

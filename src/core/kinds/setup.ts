@@ -89,10 +89,15 @@ const gpuObject = z
 
 const modelObject = z.object({ config: z.string().min(1), name: z.string().optional() }).strict();
 const dtype = z.enum(DTYPES as [Dtype, ...Dtype[]]);
-const endpointSchema = z.union([
-  z.literal('sim'),
-  z.url({ protocol: /^https?$/, error: 'endpoint must be "sim" or an http(s) URL such as http://localhost:8000' }),
-]);
+const endpointSchema = z.union([z.literal('sim'), z.url({ protocol: /^https?$/ })]);
+
+/** A host:port without a scheme gets the URL to write instead. */
+function endpointMessage(v: unknown): string {
+  const s = typeof v === 'string' ? v.trim() : '';
+  if (s && !/^[a-z][a-z0-9+.-]*:\/\//i.test(s) && /^[\w.[\]:-]+(\/.*)?$/.test(s))
+    return `endpoint "${s}" has no scheme: write "http://${s}" (or "sim")`;
+  return 'endpoint must be "sim" or an http(s) URL such as http://localhost:8000';
+}
 
 export function applySetupOverrides(
   base: Setup | undefined,
@@ -296,12 +301,7 @@ export function applySetupOverrides(
   if (keys.endpoint !== undefined) {
     const r = endpointSchema.safeParse(keys.endpoint);
     if (r.success) endpoint = r.data;
-    else
-      findings.push(
-        finding('error', 'schema', 'endpoint must be "sim" or an http(s) URL such as http://localhost:8000', [
-          'endpoint',
-        ]),
-      );
+    else findings.push(finding('error', 'schema', endpointMessage(keys.endpoint), ['endpoint']));
   }
 
   if (!gpu || !model) {
