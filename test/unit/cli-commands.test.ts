@@ -63,6 +63,20 @@ test('the top-level usage lists every flag of every command', () => {
   }
 });
 
+test("README's CLI section names every command and every flag", () => {
+  const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## The CLI'), readme.indexOf('\n## ', readme.indexOf('## The CLI') + 5));
+  for (const c of COMMANDS) {
+    assert.ok(section.includes(`inflab ${c}`), `README lists inflab ${c}`);
+    const help = inflab([c, '--help']).stdout;
+    for (const m of help.matchAll(/^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)/gm))
+      assert.ok(
+        new RegExp(`${m[1]}(?![a-z0-9-])`).test(section),
+        `README's CLI section lacks inflab ${c} ${m[1]}: add it (inflab ${c} --help says what it takes)`,
+      );
+  }
+});
+
 test('a wrong flag gets a message naming it and the nearest right one; a missing value says what it takes', () => {
   const r = inflab(['bench', '--endpoint', 'sim', '--concurency', '4']);
   assert.equal(r.status, 2);
