@@ -9,6 +9,7 @@ import { auditCommand, auditSpec } from './commands/audit';
 import { benchCommand, benchSpec } from './commands/bench';
 import { catalogCommand, catalogSpec } from './commands/catalog';
 import { evalCommand, evalSpec } from './commands/eval';
+import { exportCommand, exportSpec } from './commands/export';
 import { runCommand, runSpec } from './commands/run';
 import { simCommand, simSpec } from './commands/sim';
 import { UsageError } from './usage';
@@ -25,6 +26,7 @@ export const COMMANDS: Command[] = [
   { spec: auditSpec, run: auditCommand },
   { spec: simSpec, run: simCommand },
   { spec: catalogSpec, run: catalogCommand },
+  { spec: exportSpec, run: exportCommand },
 ];
 
 /** The top-level usage: every command with every flag it takes. */

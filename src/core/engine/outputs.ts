@@ -95,7 +95,7 @@ export function findingsOutput(findings: Finding[]): CellOutput | undefined {
     findings
       .map(
         (f) =>
-          `<li>${icon[f.severity]} <code>${esc(f.code)}</code>${f.path.length ? ` at <code>${esc(f.path.join('.'))}</code>` : ''}: ${esc(f.message)}` +
+          `<li>${icon[f.severity]} ${f.severity} <code>${esc(f.code)}</code>${f.path.length ? ` at <code>${esc(f.path.join('.'))}</code>` : ''}: ${esc(f.message)}` +
           (f.cause ? `<br>cause: ${esc(f.cause)}` : '') +
           (f.fix ? `<br>fix: ${esc(f.fix)}` : '') +
           `</li>`,

@@ -637,7 +637,13 @@ export const compareKind: KindModule<Cell> = {
           fmt: (v) => (typeof v === 'number' && Number.isFinite(v) ? `${short(v)}×` : '—'),
           align: 'right',
         },
-        { key: 'verdict', label: 'verdict', align: 'left' },
+        // The word after the glyph is the text fallback where no emoji font is installed.
+        {
+          key: 'verdict',
+          label: 'verdict',
+          align: 'left',
+          fmt: (v) => (v === '✅' ? '✅ within' : v === '❌' ? '❌ outside' : String(v ?? '')),
+        },
         { key: 'cause', label: 'cause', align: 'left' },
       ],
       ev.rows,
