@@ -3,11 +3,13 @@
  * perf-results/perf.json with every figure and the machine it came from.
  *
  *   1. client accuracy and capacity (bench client vs a mock server's own record of its writes)
- *   2. simulator speed: virtual time, and real time (streams served before step timing slips)
+ *   2. simulator speed: virtual time, and real time (streams served before step timing slips);
+ *      2b. predict: serving at a real trace's scale (PERF_SERVING_REQUESTS, default 100,000 of 2k/1k)
  *   3. audit speed on a generated vLLM log, beside `wc -l`
  *   4. editor costs: bundle and .vsix sizes, open/save of a notebook with 50 MB of outputs, activation
  *
- * Environment: PERF_ONLY=client,sim,audit,editor (default all); PERF_AUDIT_MB (default 1024);
+ * Environment: PERF_ONLY=client,sim,serving,audit,editor (default all); PERF_CLIENT_STREAMS (default
+ * 1,100,500,1000,2000); PERF_AUDIT_MB (default 1024);
  * PERF_NOTEBOOK_MB (default 50). Run `npm run build` first (npm run perf does).
  */
 import * as fs from 'node:fs';
@@ -20,6 +22,7 @@ import {
   auditSpeed,
   bundleSizes,
   notebookOpenSave,
+  servingScale,
   simRealTime,
   simVirtual,
   vscodeActivation,
@@ -28,7 +31,7 @@ import {
 import { table } from './perf/stats';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const only = new Set((process.env.PERF_ONLY ?? 'client,sim,audit,editor').split(',').map((s) => s.trim()));
+const only = new Set((process.env.PERF_ONLY ?? 'client,sim,serving,audit,editor').split(',').map((s) => s.trim()));
 const log = (s: string) => console.log(s);
 const load = () => os.loadavg().map((x) => Math.round(x * 100) / 100);
 
@@ -172,6 +175,22 @@ await section('sim', '2. simulator speed', async () => {
   );
   log(`  real time: holds up to ${real.max_streams_holding} streams (${real.rule})`);
   return { virtual, real };
+});
+
+await section('serving', "2b. predict: serving at a real trace's scale, and a calibration loop", async () => {
+  const r = servingScale(root);
+  if ('error' in r) {
+    log(`  ${r.error}`);
+    return r;
+  }
+  const s = r.serving;
+  log(
+    `  ${s.case}: ${s.wall_s} s wall, ${s.cpu_s} s CPU (${Number(s.tokens_per_cpu_s).toLocaleString('en-US')} tokens per CPU second), peak RSS ${s.peak_rss_mb} MB; ITL ${s.itl_sketched ? 'from the HDR sketch' : 'exact'} over ${Number(s.itl_n).toLocaleString('en-US')} gaps (load average ${String(s.loadavg_before)} → ${String(s.loadavg_after)})`,
+  );
+  log(
+    `  calibration loop: ${r.calibration.case}: ${r.calibration.total_wall_s} s wall, ${r.calibration.total_cpu_s} s CPU`,
+  );
+  return r;
 });
 
 await section('audit', '3. audit speed', async () => {

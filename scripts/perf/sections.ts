@@ -144,6 +144,24 @@ export async function simRealTime(root: string, streams: number[], log: (s: stri
   };
 }
 
+/** predict: serving at a real trace's scale, and a calibration-style loop, in a child process (scripts/perf/servingScale.ts). */
+export function servingScale(root: string) {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', path.join(root, 'scripts/perf/servingScale.ts')], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 600_000,
+    env: process.env,
+  });
+  if (r.status !== 0)
+    return {
+      error: `servingScale failed: ${(r.stderr || r.error?.message || '').trim().split('\n').slice(-4).join(' | ')}`,
+    };
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    serving: Record<string, number | string | boolean | number[]>;
+    calibration: { total_wall_s: number; total_cpu_s: number; case: string; runs: unknown[] };
+  };
+}
+
 // ---------------------------------------------------------------- 3. audit
 
 export async function auditSpeed(mb: number, log: (s: string) => void) {

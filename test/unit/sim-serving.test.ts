@@ -25,7 +25,7 @@ test('requests: 100000000 is refused before running, at requests, saying what to
   assert.equal(r.ok, false);
   const f = r.findings.find((x) => x.severity === 'error' && x.path[0] === 'requests');
   assert.ok(f, JSON.stringify(r.findings));
-  assert.match(f.message, /write requests: 1,000 or fewer/);
+  assert.match(f.message, /write requests: 160,000 or fewer/);
   assert.deepEqual(r.error?.path, ['requests']);
 });
 
@@ -33,17 +33,19 @@ test('the whole sweep is capped too: points × requests × (input + output)', as
   const ctx = await notebook();
   const points = Array.from({ length: 40 }, (_, i) => i + 1).join(', ');
   const r = await runCell(
-    `predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [${points}]\nrequests: 1000\n`,
+    `predict: serving\ninput: 1000\noutput: 1000\nconcurrency: [${points}]\nrequests: 10000\n`,
     1,
     ctx,
   );
   assert.equal(r.ok, false);
   const f = r.findings.find((x) => x.path[0] === 'requests');
   assert.ok(f);
-  assert.match(f.message, /40 points × 1,000 requests/);
-  assert.match(f.message, /write requests: 250 or fewer, or split the points over several cells/);
+  assert.match(f.message, /40 points × 10,000 requests/);
+  assert.match(f.message, /write requests: 8,000 or fewer, or split the points over several cells/);
   // Within the limits: no message.
   assert.equal(workLimitMessage(200, 8, 1000, 1000), undefined);
+  // A real trace's scale: 100,000 requests of 2k/1k (300 M tokens) in one point.
+  assert.equal(workLimitMessage(100_000, 1, 2048, 1024), undefined);
   assert.equal(workLimitMessage(SERVING_LIMITS.tokensPerPoint / 2000, 1, 1000, 1000), undefined);
   assert.ok(workLimitMessage(SERVING_LIMITS.tokensPerPoint / 2000 + 1, 1, 1000, 1000));
 });

@@ -15,6 +15,7 @@
  *
  * Pure functions, no I/O: the simulator and the audit may import this file.
  */
+import { LatencySample } from '../stats/sample';
 
 /** Why a request did not end cleanly. `missing-usage` and `no-done` are soft: the request counts. */
 export type ErrorKind =
@@ -71,6 +72,8 @@ export interface Dist {
   max: number;
   /** Percentiles by name: { p90: …, p99: … } */
   p: Record<string, number>;
+  /** Present when the percentiles come from a sketch (a very large sample): their error bound. */
+  approx?: { relative_error: number; method: string };
 }
 
 export interface SloSpec {
@@ -200,90 +203,146 @@ export function requestLatencies(r: RequestRecord, latencyFrom: 'sent' | 'schedu
   return { ttft, e2e, tpot };
 }
 
+/** What one request contributes besides its ITLs (which go to MetricsAccumulator.addItl). */
+export interface RequestTotals {
+  ok: boolean;
+  errorKind?: ErrorKind;
+  scheduledMs: number;
+  sentMs: number;
+  endMs: number;
+  promptTokens?: number;
+  /** Output tokens (usage, or the chunk count). */
+  outputTokens: number;
+  cachedTokens?: number;
+  /** Latencies from the point's origin (requestLatencies); undefined when no chunk came. */
+  ttft?: number;
+  e2e?: number;
+  tpot?: number;
+}
+
+/**
+ * A point's metrics built up one request at a time, so a caller that never holds every chunk time
+ * (the simulator in virtual time, at the scale of real traces) gets the same PointMetrics as
+ * summarizeRecords. The samples are exact up to a few million values, then sketches (stats/sample.ts).
+ */
+export class MetricsAccumulator {
+  readonly ttft = new LatencySample();
+  readonly tpot = new LatencySample();
+  readonly itl = new LatencySample();
+  readonly e2e = new LatencySample();
+  private readonly errors: Record<string, number> = {};
+  private completed = 0;
+  private failed = 0;
+  private inTok = 0;
+  private outTok = 0;
+  private cached = 0;
+  private good = 0;
+  private t0 = Infinity;
+  private t1 = -Infinity;
+
+  constructor(private readonly opts: SummarizeOptions = {}) {}
+
+  /** A whole record: its totals and its gaps. */
+  addRecord(r: RequestRecord): void {
+    const l = r.ok ? requestLatencies(r, this.opts.latencyFrom ?? 'sent') : {};
+    this.addRequest({
+      ok: r.ok,
+      errorKind: r.errorKind,
+      scheduledMs: r.scheduledMs,
+      sentMs: r.sentMs,
+      endMs: r.endMs,
+      promptTokens: r.promptTokens,
+      outputTokens: r.outputTokens ?? r.chunkMs.length,
+      cachedTokens: r.cachedTokens,
+      ...l,
+    });
+    if (r.ok) for (let i = 1; i < r.chunkMs.length; i++) this.itl.add(r.chunkMs[i] - r.chunkMs[i - 1]);
+  }
+
+  addRequest(r: RequestTotals): void {
+    this.t0 = Math.min(this.t0, r.scheduledMs, r.sentMs);
+    this.t1 = Math.max(this.t1, r.endMs);
+    if (r.errorKind) this.errors[r.errorKind] = (this.errors[r.errorKind] ?? 0) + 1;
+    if (!r.ok) {
+      this.failed++;
+      return;
+    }
+    this.completed++;
+    this.inTok += r.promptTokens ?? 0;
+    this.outTok += r.outputTokens;
+    this.cached += r.cachedTokens ?? 0;
+    if (r.ttft !== undefined) this.ttft.add(r.ttft);
+    if (r.e2e !== undefined) this.e2e.add(r.e2e);
+    if (r.tpot !== undefined) this.tpot.add(r.tpot);
+    const s = this.opts.slo;
+    if (s && r.ttft !== undefined) {
+      const okT = s.ttftMs === undefined || r.ttft <= s.ttftMs;
+      const okP = s.tpotMs === undefined || (r.tpot ?? 0) <= s.tpotMs;
+      const okE = s.e2eMs === undefined || (r.e2e ?? 0) <= s.e2eMs;
+      if (okT && okP && okE) this.good++;
+    }
+  }
+
+  /** `count` gaps of `ms` between successive chunks of completed requests. */
+  addItl(ms: number, count = 1): void {
+    this.itl.add(ms, count);
+  }
+
+  /** The point's metrics; `over` adds or replaces options known only at the end (durationMs, observedInFlight). */
+  result(over: SummarizeOptions = {}): PointMetrics {
+    const opts = { ...this.opts, ...over };
+    const pcts = opts.percentiles ?? [90, 99];
+    const { completed, failed } = this;
+    const durationMs = opts.durationMs ?? (completed + failed ? this.t1 - this.t0 : 0);
+    const dur = durationMs / 1000;
+    const rate = (x: number) => (dur > 0 ? x / dur : NaN);
+    const dists = {
+      ttft_ms: this.ttft.dist(pcts),
+      tpot_ms: this.tpot.dist(pcts),
+      itl_ms: this.itl.dist(pcts),
+      e2e_ms: this.e2e.dist(pcts),
+    };
+    const lambda = rate(completed);
+    const wS = dists.e2e_ms.n ? dists.e2e_ms.mean / 1000 : NaN;
+    const little: LittleLaw = { lambda, w_s: wS, predicted_in_flight: lambda * wS };
+    if (opts.observedInFlight !== undefined) {
+      little.observed_in_flight = opts.observedInFlight;
+      little.error = opts.observedInFlight > 0 ? little.predicted_in_flight / opts.observedInFlight - 1 : NaN;
+    }
+    const m: PointMetrics = {
+      completed,
+      failed,
+      failure_rate: completed + failed ? failed / (completed + failed) : 0,
+      errors: this.errors,
+      duration_s: dur,
+      total_input_tokens: this.inTok,
+      total_output_tokens: this.outTok,
+      cached_tokens: this.cached,
+      request_throughput: rate(completed),
+      output_throughput: rate(this.outTok),
+      total_token_throughput: rate(this.inTok + this.outTok),
+      ...dists,
+      little,
+    };
+    if (opts.slo && (opts.slo.ttftMs !== undefined || opts.slo.tpotMs !== undefined || opts.slo.e2eMs !== undefined)) {
+      m.good_requests = this.good;
+      m.goodput = rate(this.good);
+      const p99 = (d: Dist) => percentileOf(d, 99);
+      m.slo_met =
+        completed > 0 &&
+        (opts.slo.ttftMs === undefined || p99(dists.ttft_ms) <= opts.slo.ttftMs) &&
+        (opts.slo.tpotMs === undefined || !(p99(dists.tpot_ms) > opts.slo.tpotMs)) &&
+        (opts.slo.e2eMs === undefined || p99(dists.e2e_ms) <= opts.slo.e2eMs);
+    }
+    return m;
+  }
+}
+
 /** Summarize one point's records into vLLM-style metrics. */
 export function summarizeRecords(records: RequestRecord[], opts: SummarizeOptions = {}): PointMetrics {
-  const from = opts.latencyFrom ?? 'sent';
-  const pcts = opts.percentiles ?? [90, 99];
-  const ttft: number[] = [];
-  const tpot: number[] = [];
-  const itl: number[] = [];
-  const e2e: number[] = [];
-  const errors: Record<string, number> = {};
-  let completed = 0;
-  let failed = 0;
-  let inTok = 0;
-  let outTok = 0;
-  let cached = 0;
-  let good = 0;
-  let t0 = Infinity;
-  let t1 = -Infinity;
-  for (const r of records) {
-    t0 = Math.min(t0, r.scheduledMs, r.sentMs);
-    t1 = Math.max(t1, r.endMs);
-    if (r.errorKind) errors[r.errorKind] = (errors[r.errorKind] ?? 0) + 1;
-    if (!r.ok) {
-      failed++;
-      continue;
-    }
-    completed++;
-    inTok += r.promptTokens ?? 0;
-    outTok += r.outputTokens ?? r.chunkMs.length;
-    cached += r.cachedTokens ?? 0;
-    const l = requestLatencies(r, from);
-    if (l.ttft !== undefined) ttft.push(l.ttft);
-    if (l.e2e !== undefined) e2e.push(l.e2e);
-    if (l.tpot !== undefined) tpot.push(l.tpot);
-    for (let i = 1; i < r.chunkMs.length; i++) itl.push(r.chunkMs[i] - r.chunkMs[i - 1]);
-    const s = opts.slo;
-    if (s && l.ttft !== undefined) {
-      const okT = s.ttftMs === undefined || l.ttft <= s.ttftMs;
-      const okP = s.tpotMs === undefined || (l.tpot ?? 0) <= s.tpotMs;
-      const okE = s.e2eMs === undefined || (l.e2e ?? 0) <= s.e2eMs;
-      if (okT && okP && okE) good++;
-    }
-  }
-  const durationMs = opts.durationMs ?? (records.length ? t1 - t0 : 0);
-  const dur = durationMs / 1000;
-  const rate = (x: number) => (dur > 0 ? x / dur : NaN);
-  const dists = {
-    ttft_ms: distribution(ttft, pcts),
-    tpot_ms: distribution(tpot, pcts),
-    itl_ms: distribution(itl, pcts),
-    e2e_ms: distribution(e2e, pcts),
-  };
-  const lambda = rate(completed);
-  const wS = dists.e2e_ms.n ? dists.e2e_ms.mean / 1000 : NaN;
-  const little: LittleLaw = { lambda, w_s: wS, predicted_in_flight: lambda * wS };
-  if (opts.observedInFlight !== undefined) {
-    little.observed_in_flight = opts.observedInFlight;
-    little.error = opts.observedInFlight > 0 ? little.predicted_in_flight / opts.observedInFlight - 1 : NaN;
-  }
-  const m: PointMetrics = {
-    completed,
-    failed,
-    failure_rate: completed + failed ? failed / (completed + failed) : 0,
-    errors,
-    duration_s: dur,
-    total_input_tokens: inTok,
-    total_output_tokens: outTok,
-    cached_tokens: cached,
-    request_throughput: rate(completed),
-    output_throughput: rate(outTok),
-    total_token_throughput: rate(inTok + outTok),
-    ...dists,
-    little,
-  };
-  if (opts.slo && (opts.slo.ttftMs !== undefined || opts.slo.tpotMs !== undefined || opts.slo.e2eMs !== undefined)) {
-    m.good_requests = good;
-    m.goodput = rate(good);
-    const p99 = (d: Dist) => percentileOf(d, 99);
-    m.slo_met =
-      completed > 0 &&
-      (opts.slo.ttftMs === undefined || p99(dists.ttft_ms) <= opts.slo.ttftMs) &&
-      (opts.slo.tpotMs === undefined || !(p99(dists.tpot_ms) > opts.slo.tpotMs)) &&
-      (opts.slo.e2eMs === undefined || p99(dists.e2e_ms) <= opts.slo.e2eMs);
-  }
-  return m;
+  const acc = new MetricsAccumulator(opts);
+  for (const r of records) acc.addRecord(r);
+  return acc.result();
 }
 
 function percentileOf(d: Dist, p: number): number {

@@ -5,7 +5,7 @@
  * `--request-rate`). Prompts are random token ids from the point's seed (vLLM's random dataset), so
  * one seed reused across points regenerates the same prompts: the prefix-cache trap.
  */
-import type { RequestRecord } from '../bench/metrics';
+import { MetricsAccumulator, type RequestRecord } from '../bench/metrics';
 import type { RequestPlanner, SessionCursor } from '../workload/plan';
 import type { DecodeRun, Engine, EngineCounters, SimRequest, StepResult } from './engine';
 import { expVariate, Mulberry32, mulberry32 } from './rng';
@@ -27,9 +27,23 @@ export interface LoadOptions {
    * fixed-length prompts of `input`/`output`, which then only describe the mean.
    */
   plan?: RequestPlanner;
+  /**
+   * Summarize as the point runs (LoadRun.metrics) instead of keeping every output token's time in
+   * `records`, which then stays empty: what a point of a real trace's size (10⁸ tokens) needs. The
+   * metrics are the ones summarizeRecords gives for the records (exact below the sketch threshold).
+   */
+  metricsOnly?: boolean;
+}
+
+/** A request's record while it runs in metricsOnly mode: its first and last chunk instead of them all. */
+interface Tracked extends RequestRecord {
+  firstMs: number;
+  lastMs: number;
+  chunks: number;
 }
 
 export interface LoadResult {
+  /** Every request's record (empty with metricsOnly). */
   records: RequestRecord[];
   /** From the point's start to the last request's end, s. */
   durationS: number;
@@ -80,6 +94,9 @@ export class LoadRun {
   private readonly time = { decodeS: 0, prefillS: 0, overheadS: 0, idleS: 0 };
   private endsMs = new Float64Array(64);
   private drained = false;
+  /** metricsOnly: the point's metrics so far (latencies from the send time, which is the arrival). */
+  readonly metrics: MetricsAccumulator | undefined;
+  private lastEndMs = 0;
   /** Multi-turn sessions: each request's conversation, and the next turns waiting out their think time. */
   private readonly cursorOf = new Map<RequestRecord, SessionCursor>();
   private readonly pending: { at: number; cursor: SessionCursor }[] = [];
@@ -88,6 +105,7 @@ export class LoadRun {
     readonly engine: Engine,
     readonly o: LoadOptions,
   ) {
+    this.metrics = o.metricsOnly ? new MetricsAccumulator({ latencyFrom: 'sent' }) : undefined;
     this.closed = o.concurrency !== undefined;
     if (this.closed === (o.rate !== undefined))
       throw new Error('give either concurrency (closed loop) or rate (open loop)');
@@ -160,7 +178,8 @@ export class LoadRun {
       cachedTokens: 0,
       ok: false,
     };
-    this.records.push(rec);
+    if (this.metrics) Object.assign(rec, { firstMs: NaN, lastMs: NaN, chunks: 0 });
+    else this.records.push(rec);
     req.tag = rec;
     if (cursor) this.cursorOf.set(rec, cursor);
   }
@@ -220,12 +239,38 @@ export class LoadRun {
     }
     this.steps += K;
     const reqs = run.reqs;
-    for (let i = 0; i < reqs.length; i++) {
-      const rec = reqs[i].tag as RequestRecord | undefined;
-      if (!rec) continue;
-      const c = rec.chunkMs;
-      for (let k = 0; k < K; k++) c.push(endsMs[k]);
-    }
+    const metrics = this.metrics;
+    if (metrics) {
+      // Every sequence of the stretch has the same gaps after its first chunk in it: one add per step.
+      // (and their gaps into it are mostly one value too: the step before it ended for all of them at once).
+      let m = 0;
+      let gap = NaN;
+      let gaps = 0;
+      for (let i = 0; i < reqs.length; i++) {
+        const t = reqs[i].tag as Tracked | undefined;
+        if (!t) continue;
+        m++;
+        if (t.chunks) {
+          const g = endsMs[0] - t.lastMs;
+          if (g === gap) gaps++;
+          else {
+            if (gaps) metrics.addItl(gap, gaps);
+            gap = g;
+            gaps = 1;
+          }
+        } else t.firstMs = endsMs[0];
+        t.lastMs = endsMs[K - 1];
+        t.chunks += K;
+      }
+      if (gaps) metrics.addItl(gap, gaps);
+      if (m) for (let k = 1; k < K; k++) metrics.addItl(endsMs[k] - endsMs[k - 1], m);
+    } else
+      for (let i = 0; i < reqs.length; i++) {
+        const rec = reqs[i].tag as RequestRecord | undefined;
+        if (!rec) continue;
+        const c = rec.chunkMs;
+        for (let k = 0; k < K; k++) c.push(endsMs[k]);
+      }
     if (run.finished.length) this.onFinished(run.finished, ends[K - 1]);
   }
 
@@ -240,6 +285,7 @@ export class LoadRun {
       rec.ok = true;
       r.tag = undefined;
       this.done++;
+      if (this.metrics) this.summarize(rec as Tracked);
       this.refill(rec, end);
     }
   }
@@ -254,10 +300,26 @@ export class LoadRun {
     time.prefillS += res.prefillExtraS;
     time.overheadS += res.overheadS;
     const endMs = (res.end - this.t0) * 1000;
+    const metrics = this.metrics;
+    // metricsOnly: the sequences that had a token in the step before share one gap, added once with their count.
+    let gap = NaN;
+    let gaps = 0;
     for (const ev of res.tokens) {
       const rec = ev.req.tag as RequestRecord | undefined;
       if (!rec) continue;
-      rec.chunkMs.push(endMs);
+      if (metrics) {
+        const t = rec as Tracked;
+        if (t.chunks++) {
+          const g = endMs - t.lastMs;
+          if (g === gap) gaps++;
+          else {
+            if (gaps) metrics.addItl(gap, gaps);
+            gap = g;
+            gaps = 1;
+          }
+        } else t.firstMs = endMs;
+        t.lastMs = endMs;
+      } else rec.chunkMs.push(endMs);
       if (ev.finished) {
         rec.endMs = endMs;
         rec.outputTokens = ev.req.output.length;
@@ -265,9 +327,11 @@ export class LoadRun {
         rec.ok = true;
         ev.req.tag = undefined;
         this.done++;
+        if (metrics) this.summarize(rec as Tracked);
         this.refill(rec, res.end);
       }
     }
+    if (gaps) metrics!.addItl(gap, gaps);
     for (const r of res.dropped) {
       const rec = r.tag as RequestRecord | undefined;
       if (!rec) continue;
@@ -276,14 +340,38 @@ export class LoadRun {
       rec.errorMessage = 'the request does not fit in the KV pool';
       r.tag = undefined;
       this.done++;
+      if (metrics) this.summarize(rec as Tracked);
       this.refill(rec, res.end);
     }
+  }
+
+  /** metricsOnly: a request that ended, into the point's metrics (as summarizeRecords would take its record). */
+  private summarize(t: Tracked) {
+    this.lastEndMs = Math.max(this.lastEndMs, t.endMs);
+    const l: { ttft?: number; e2e?: number; tpot?: number } = {};
+    if (t.ok && t.chunks) {
+      l.ttft = t.firstMs - t.sentMs;
+      l.e2e = t.lastMs - t.sentMs;
+      const out = t.outputTokens ?? t.chunks;
+      if (out > 1) l.tpot = (l.e2e - l.ttft) / (out - 1);
+    }
+    this.metrics!.addRequest({
+      ok: t.ok,
+      errorKind: t.errorKind,
+      scheduledMs: t.scheduledMs,
+      sentMs: t.sentMs,
+      endMs: t.endMs,
+      promptTokens: t.promptTokens,
+      outputTokens: t.outputTokens ?? t.chunks,
+      cachedTokens: t.cachedTokens,
+      ...l,
+    });
   }
 
   result(): LoadResult {
     const engine = this.engine;
     const t0 = this.t0;
-    let tEnd = t0;
+    let tEnd = t0 + this.lastEndMs / 1000;
     for (const r of this.records) tEnd = Math.max(tEnd, t0 + r.endMs / 1000);
     const durationS = tEnd - t0;
     // Busy time sums over the replicas of a data-parallel engine: idle is what is left of all of them.
