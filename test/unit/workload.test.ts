@@ -200,3 +200,61 @@ test('predict: serving takes the same workload keys: a shared prefix shows as pr
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a rate schedule: arrivals follow each step and ramp (an inhomogeneous Poisson process)', async () => {
+  const { rateScheduleSpec, scheduleArrivals, scheduleTotals } = await import('../../src/core/workload/schedule');
+  const s = rateScheduleSpec.parse([
+    { rate: '20 req/s', for: '50 s' },
+    { ramp: ['20 req/s', '100 req/s'], for: '50 s' },
+    { rate: 0, for: '10 s' },
+  ]);
+  const t = scheduleTotals(s);
+  assert.equal(t.durationS, 110);
+  assert.equal(t.expectedRequests, 20 * 50 + 60 * 50);
+  const a = scheduleArrivals(s, 1);
+  const inWin = (lo: number, hi: number) => a.filter((x) => x >= lo && x < hi).length;
+  assert.ok(Math.abs(inWin(0, 50) / 1000 - 1) < 0.1, `step: ${inWin(0, 50)} of ~1000`);
+  // The ramp's last fifth runs at ~92 req/s, its first fifth at ~28.
+  assert.ok(Math.abs(inWin(90, 100) / 920 - 1) < 0.12, `ramp end: ${inWin(90, 100)} of ~920`);
+  assert.ok(Math.abs(inWin(50, 60) / 280 - 1) < 0.2, `ramp start: ${inWin(50, 60)} of ~280`);
+  assert.equal(inWin(100, 110), 0, 'a zero-rate step sends nothing');
+  assert.deepEqual(scheduleArrivals(s, 1), a, 'deterministic in the seed');
+  // The virtual-time load sends at the scheduled times.
+  const arrivals = scheduleArrivals(rateScheduleSpec.parse([{ ramp: [1, 4], for: '20 s' }]), 2);
+  const res = runLoad(new SimEngine({ setup }), {
+    input: 128,
+    output: 8,
+    requests: arrivals.length,
+    rate: 1,
+    seed: 2,
+    plan: planner({ input: fixed(128), output: fixed(8), arrivals }),
+  });
+  assert.deepEqual(
+    res.records.map((r) => Math.round(r.scheduledMs)),
+    arrivals.map((x) => Math.round(x * 1000)),
+  );
+});
+
+test('capacity search: brackets by doubling, bisects to the stated precision, and reports every probe', async () => {
+  const { searchCapacity } = await import('../../src/core/workload/schedule');
+  const truth = 13.7; // loads up to this meet the SLO
+  const seen: number[] = [];
+  const r = await searchCapacity(
+    async (x) => {
+      seen.push(x);
+      return x <= truth;
+    },
+    { start: 1, min: 0.1, max: 1000, precision: 0.05 },
+  );
+  assert.ok(r.converged);
+  assert.ok(r.best! <= truth && r.failAt! > truth);
+  assert.ok((r.failAt! - r.best!) / r.best! <= 0.05);
+  assert.deepEqual(seen.slice(0, 5), [1, 2, 4, 8, 16]);
+  assert.equal(r.probes.length, seen.length);
+  const c = await searchCapacity(async (x) => x <= 37, { start: 64, min: 1, max: 512, precision: 0, integer: true });
+  assert.equal(c.best, 37);
+  assert.equal(c.failAt, 38);
+  const none = await searchCapacity(async () => false, { start: 4, min: 1, max: 100, precision: 0.1 });
+  assert.equal(none.best, undefined);
+  assert.equal(none.converged, false);
+});

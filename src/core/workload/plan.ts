@@ -45,6 +45,8 @@ export interface PlanOptions {
   trace?: { rows: TraceRow[]; speed: number; blockSize: number };
   loaded?: LoadedLengths;
   sessions?: SessionSpec;
+  /** Open loop under a rate schedule: each request's send time, s (see schedule.ts). */
+  arrivals?: number[];
 }
 
 /** Token ids are drawn from [100, 0.98·vocab): away from byte and special tokens. */
@@ -131,13 +133,13 @@ export class RequestPlanner {
 
   /** Requests in the plan: a trace's rows, else unbounded (the caller counts). */
   get size(): number {
-    return this.o.trace ? this.o.trace.rows.length : Infinity;
+    return this.o.trace ? this.o.trace.rows.length : (this.o.arrivals?.length ?? Infinity);
   }
 
-  /** Trace replay: when request i is sent, s after the start (undefined without a trace). */
+  /** Trace replay or a rate schedule: when request i is sent, s after the start (else undefined). */
   arrivalOf(i: number): number | undefined {
     const tr = this.o.trace;
-    if (!tr) return undefined;
+    if (!tr) return this.o.arrivals?.[i];
     return (tr.rows[i % tr.rows.length].timestampMs - tr.rows[0].timestampMs) / 1000 / tr.speed;
   }
 
