@@ -110,6 +110,13 @@ test('an import cell reads a file beside the notebook, shows the translation and
   assert.equal(v.tool, 'guidellm');
   assert.equal(v.points[1].tpot_ms.mean, 11);
   assert.equal(v.points[0].concurrency, 1);
+  // Facts in vLLM's definitions, at their points, for checks and compare.
+  const tpot16 = r.facts.find(
+    (f) => f.kind === 'latency' && f.metric === 'tpot' && f.stat === 'mean' && f.point?.concurrency === 16,
+  );
+  assert.ok(tpot16 && tpot16.kind === 'latency' && tpot16.ms === 11 && tpot16.source === 'import: guidellm');
+  assert.ok(r.facts.some((f) => f.kind === 'latency' && f.stat === 'p99.9'));
+  assert.ok(r.facts.some((f) => f.kind === 'throughput' && f.metric === 'output' && f.tok_s === 1440));
 });
 
 test('several files make one run; a file of no known tool is refused with what was expected', async () => {

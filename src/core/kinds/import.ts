@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { tableOutput } from '../engine/outputs';
 import type { KindModule, NotebookContext } from '../engine/types';
+import { canonicalStat, type Fact, type Point } from '../facts';
 import { CellError, finding, type Finding } from '../findings';
 import { parseResult } from '../imports/parsers';
 import {
@@ -78,6 +79,28 @@ function pointValues(p: ImportedPoint): Record<string, unknown> {
   if (p.failed !== undefined) v.failed = p.failed;
   if (p.durationS !== undefined) v.duration_s = p.durationS;
   return v;
+}
+
+/** The facts a point states: each latency statistic (vLLM definitions), throughputs, lengths. */
+function pointFacts(p: ImportedPoint, source: string): Fact[] {
+  const point: Point = {};
+  if (p.concurrency !== undefined) point.concurrency = p.concurrency;
+  if (p.rate !== undefined) point.req_s = p.rate;
+  point.loop = p.rate !== undefined ? 'open' : 'closed';
+  const common = { point, source };
+  const out: Fact[] = [];
+  for (const m of METRICS)
+    for (const [k, v] of Object.entries(p.latency[m] ?? {})) {
+      const stat = canonicalStat(k);
+      if (stat && Number.isFinite(v) && v >= 0) out.push({ kind: 'latency', metric: m, stat, ms: v, ...common });
+    }
+  const nonNeg = (x: number | undefined): x is number => x !== undefined && Number.isFinite(x) && x >= 0;
+  if (nonNeg(p.outputTokS)) out.push({ kind: 'throughput', metric: 'output', tok_s: p.outputTokS, ...common });
+  if (nonNeg(p.totalTokS)) out.push({ kind: 'throughput', metric: 'total', tok_s: p.totalTokS, ...common });
+  if (nonNeg(p.requestS)) out.push({ kind: 'request-rate', metric: 'completed', req_s: p.requestS, ...common });
+  if (nonNeg(p.meanInputTokens)) out.push({ kind: 'tokens', metric: 'prompt', tokens: p.meanInputTokens, ...common });
+  if (nonNeg(p.meanOutputTokens)) out.push({ kind: 'tokens', metric: 'output', tokens: p.meanOutputTokens, ...common });
+  return out;
 }
 
 const ms = (x: number | undefined) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) : x.toPrecision(3));
@@ -150,6 +173,7 @@ export const importKind: KindModule<Cell> = {
     );
     return {
       values: { tool: runs.map((r) => r.tool).join(', '), points: points.map(pointValues) },
+      facts: runs.flatMap((r) => r.points.flatMap((p) => pointFacts(p, `import: ${r.tool}`))),
       outputs: [latencyTable, thrTable],
       findings,
     };
