@@ -206,7 +206,43 @@ export interface ServerEvidence {
   waiting_peak?: number;
   prompt_tokens_delta?: number;
   generation_tokens_delta?: number;
+  /** InfLab's simulator only: how late it handed its steps' tokens to the sockets during the point (its own jitter, wall ms). */
+  sim_lateness?: SimLateness;
   scrapes: number;
+}
+
+/** From the simulator's inflab:sim_* counters (sim/prom.ts), over one point. */
+export interface SimLateness {
+  steps: number;
+  mean_ms: number;
+  /** Steps later than each threshold (ms), as a share of the point's steps. */
+  over_share: Record<string, number>;
+  /** The largest lateness seen by the scrapes during and after the point (the gauge resets at each scrape). */
+  max_ms?: number;
+}
+
+/** The simulator's step-lateness evidence over a point, when the server is InfLab's simulator. */
+function simLateness(before: Snapshot, after: Snapshot, during: Snapshot[]): SimLateness | undefined {
+  const a = after.get('inflab:sim_steps_total');
+  if (a === undefined) return undefined;
+  const d = (name: string) => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+  const steps = a - (before.get('inflab:sim_steps_total') ?? 0);
+  const over_share: Record<string, number> = {};
+  for (const name of after.keys()) {
+    const m = /^inflab:sim_steps_late_over_(\d+)ms_total$/.exec(name);
+    if (m) over_share[m[1]] = steps > 0 ? d(name) / steps : 0;
+  }
+  let max: number | undefined;
+  for (const s of [...during, after]) {
+    const v = s.get('inflab:sim_step_lateness_max_seconds');
+    if (v !== undefined && (max === undefined || v > max)) max = v;
+  }
+  return {
+    steps,
+    mean_ms: steps > 0 ? (1000 * d('inflab:sim_step_lateness_seconds_total')) / steps : 0,
+    over_share,
+    ...(max !== undefined ? { max_ms: max * 1000 } : {}),
+  };
 }
 
 /** Evidence from the snapshot before the point, the one after, and any taken during it. */
@@ -250,5 +286,7 @@ export function evidence(before: Snapshot, after: Snapshot, during: Snapshot[] =
   if (r !== undefined) ev.running_peak = r;
   const w = peak('waiting');
   if (w !== undefined) ev.waiting_peak = w;
+  const late = simLateness(before, after, during);
+  if (late) ev.sim_lateness = late;
   return ev;
 }

@@ -407,8 +407,28 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
     ],
     ['load thread', r.thread === 'worker' ? 'worker thread' : 'main thread (no worker could start)'],
   ];
+  const late = simLatenessFact(r);
+  if (late) facts.push(late);
   if (r.stopped) facts.push(['stopped', r.stopped.message]);
   return factsOutput('Bench run', facts);
+}
+
+/**
+ * Against InfLab's simulator: how late it ran during each point, from its own /metrics (the
+ * inflab:sim_* counters), so its jitter is not read as the simulated server's latency.
+ */
+export function simLatenessFact(r: Pick<SweepResult, 'points'>): [string, string] | undefined {
+  const parts: string[] = [];
+  for (const p of r.points) {
+    const l = p.evidence?.sim_lateness;
+    if (!l || !l.steps) continue;
+    const over = (t: string) => `${fmtNum(100 * (l.over_share[t] ?? 0), 1)}% > ${t} ms`;
+    parts.push(
+      `${pointLabel(p)}: ${fmtNum(l.steps, 0)} steps, mean ${ms(l.mean_ms)} ms late, ${over('5')}, ${over('10')}${l.max_ms !== undefined ? `, max ${ms(l.max_ms)} ms` : ''}`,
+    );
+  }
+  if (!parts.length) return undefined;
+  return ['simulator lateness (its own clock, wall ms; not part of the simulated latencies)', parts.join('; ')];
 }
 
 /** Gaps under this are chunks the client read together (one socket read), not the server's timing. */

@@ -31,12 +31,37 @@ export class Histogram {
   }
 }
 
+/** Thresholds (wall ms) of the simulator's own step-lateness counters. */
+export const LATE_THRESHOLDS_MS = [1, 5, 10, 50] as const;
+
+/**
+ * How late the real-time simulator handed each step's tokens to the sockets (wall ms after the
+ * step's due time): not vLLM's, the simulator's own jitter, so a bench can tell it from the
+ * simulated server's latencies. Separate counter names per threshold (not buckets), so a scrape
+ * summed by metric name still tells them apart.
+ */
+export class StepLateness {
+  steps = 0;
+  sumMs = 0;
+  readonly over = LATE_THRESHOLDS_MS.map(() => 0);
+  /** The largest lateness since /metrics was last read. */
+  maxSinceRead = 0;
+  observe(ms: number) {
+    const v = ms > 0 ? ms : 0;
+    this.steps++;
+    this.sumMs += v;
+    for (let i = 0; i < LATE_THRESHOLDS_MS.length; i++) if (v > LATE_THRESHOLDS_MS[i]) this.over[i]++;
+    if (v > this.maxSinceRead) this.maxSinceRead = v;
+  }
+}
+
 /** Observations the server makes (latencies are engine-side, in simulated seconds). */
 export class SimMetrics {
   readonly ttft = new Histogram(TTFT_BUCKETS);
   readonly e2e = new Histogram(E2E_BUCKETS);
   readonly itl = new Histogram(ITL_BUCKETS);
   readonly finished: Record<string, number> = { length: 0, stop: 0, abort: 0 };
+  readonly lateness = new StepLateness();
 }
 
 /** Python's float repr for the values we print. */
@@ -89,5 +114,33 @@ export function renderMetrics(engine: Engine, m: SimMetrics, modelName: string):
   hist('vllm:time_to_first_token_seconds', 'Histogram of time to first token in seconds.', m.ttft);
   hist('vllm:e2e_request_latency_seconds', 'Histogram of e2e request latency in seconds.', m.e2e);
   hist('vllm:inter_token_latency_seconds', 'Histogram of inter-token latency in seconds.', m.itl);
+  const late = m.lateness;
+  scalar(
+    'inflab:sim_steps_total',
+    'counter',
+    "Steps the simulator ran against the wall clock (InfLab's own).",
+    late.steps,
+  );
+  scalar(
+    'inflab:sim_step_lateness_seconds_total',
+    'counter',
+    "Sum over steps of how late their tokens were handed to the sockets, wall seconds (the simulator's own jitter).",
+    late.sumMs / 1000,
+  );
+  LATE_THRESHOLDS_MS.forEach((t, i) =>
+    scalar(
+      `inflab:sim_steps_late_over_${t}ms_total`,
+      'counter',
+      `Steps whose tokens left more than ${t} ms (wall) after the step's due time.`,
+      late.over[i],
+    ),
+  );
+  scalar(
+    'inflab:sim_step_lateness_max_seconds',
+    'gauge',
+    'The largest step lateness since /metrics was last read, wall seconds.',
+    late.maxSinceRead / 1000,
+  );
+  late.maxSinceRead = 0;
   return out.join('\n') + '\n';
 }

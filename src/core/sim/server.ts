@@ -272,6 +272,7 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         const start = performance.now();
         dispatch(res);
         const end = performance.now();
+        metrics.lateness.observe(end - due);
         stalled = end - due > Math.max(2, (2000 * res.duration) / speed);
         if (opts.onStepWritten)
           opts.onStepWritten({ dueMs: due, startMs: start, endMs: end, tokens: res.tokens.length, stalled });
