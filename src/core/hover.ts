@@ -152,7 +152,7 @@ function implications(
         `holds **${fmtNum(Math.floor(tokens), 0)} tokens** of KV cache at ${fmtNum(kv, 0)} B/token (${s.kvCache}), ${fmtNum(Math.floor(tokens / BLOCK_SIZE), 0)} blocks of ${BLOCK_SIZE}`,
       );
       out.push(
-        `= ${fmtNum(v / weightsBytes(s.model, s.weights), 2)}× the weights (${fmtBytes(weightsBytes(s.model, s.weights))})`,
+        `= ${fmtNum(v / weightsBytes(s.model, s.weights, s.unquantized), 2)}× the weights (${fmtBytes(weightsBytes(s.model, s.weights, s.unquantized))})`,
       );
       out.push(`read once at ${fmtIn(bw, 'GB/s', 0)} in ${fmtTime(v / bw)}`);
       if (key === 'memory' && path[0] === 'gpu') {

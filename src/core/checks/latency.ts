@@ -92,8 +92,7 @@ export const belowDecodeFloor: CheckRule = {
             `${label} ${time(t)}${m.label} is below the ${time(b.decodeFloor)} decode step floor (weight bytes / bandwidth = ${short(b.weightBytes / 1e9)} GB / ${short(setup.gpu.bandwidth / 1e9)} GB/s): every decode step reads all the weights once.`,
             pathOf(m, k),
             {
-              cause:
-                'More than one token per step (speculative decoding), output tokens counted per chunk instead of from usage, or a server that does not match the setup (fp8 or int4 weights read fewer bytes).',
+              cause: `Speculative decoding (a target step that accepts k draft tokens emits up to k + 1, so TPOT may fall to about floor / (k + 1): ${time(b.decodeFloor / 2)} at k = 1, ${time(b.decodeFloor / 5)} at k = 4), a wrong model (a smaller one served than the setup names), output tokens counted per chunk instead of from usage, or weights of another dtype (fp8 or int4 read fewer bytes).`,
               fix: `Check the served model and dtype against the setup (weights: ${setup.weights}); take output tokens from usage.completion_tokens; TPOT = (E2E − TTFT) / (output − 1).`,
               related: setupRelated(
                 input,

@@ -128,7 +128,11 @@ export const kvPoolVsPhysics: CheckRule = {
     'record: kv_pool (tokens), available_kv (bytes, as written)',
     'setup.server: gpu_memory_utilization, max_model_len',
   ],
-  codes: { 'kv-pool-far-from-physics': 'util or activations differ?', 'gb-gib-slip': 'GB/GiB slip' },
+  codes: {
+    'kv-pool-far-from-physics': 'util or activations differ?',
+    'gb-gib-slip': 'GB/GiB slip',
+    'available-kv-impossible': 'impossible: another setup?',
+  },
   check(input) {
     const setup = input.setup;
     if (!setup) return [];
@@ -137,9 +141,28 @@ export const kvPoolVsPhysics: CheckRule = {
     const out: Finding[] = [];
     const formula = `${short(p.gpu_memory_utilization)} × ${short(p.total_memory_bytes / GiB)} GiB − ${short(p.weights_bytes / GiB)} GiB weights − ${short((p.activation_peak_bytes + p.non_torch_bytes) / GiB)} GiB activations and non-torch = ${short(p.available_kv_gib)} GiB`;
     // The audit kind compares the log's pool itself; here only what a person typed.
+    // The most any server could leave for KV: the whole card, minus the weights, nothing else.
+    const physicalMax = setup.gpu.memory - p.weights_bytes;
     for (const m of measurementsOf(input).filter((x) => x.origin === 'record')) {
       const avail = m.v.available_kv;
       const pool = m.v.kv_pool;
+      if (avail !== undefined && avail > physicalMax) {
+        out.push(
+          finding(
+            'error',
+            'available-kv-impossible',
+            `available_kv ${gib(avail)}${m.label} is more than the card could ever leave for the KV cache: ${gib(setup.gpu.memory)} of memory − ${gib(p.weights_bytes)} of weights = ${gib(physicalMax)} at gpu_memory_utilization 1 with no activations. The number is impossible for ${setupWords(setup)}, not a unit slip.`,
+            pathOf(m, 'available_kv'),
+            {
+              cause:
+                'A figure from another setup: a larger card, several GPUs summed (vLLM prints it per worker), a smaller or more quantized model, or a typo.',
+              fix: 'Copy "Available KV cache memory: … GiB" from this server\'s log, and check the gpu, model and weights in the setup.',
+              related: setupRelated(input, `Card memory ${gib(setup.gpu.memory)}, weights ${gib(p.weights_bytes)}`),
+            },
+          ),
+        );
+        continue;
+      }
       // The two typed numbers against each other: pool ≈ available / KV bytes per token.
       if (avail !== undefined && pool) {
         const r = avail / b.kvBytesPerToken / pool;

@@ -10,12 +10,12 @@ import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import {
   computePeakInfo,
+  decodeFloorSeconds,
   kvBytesPerToken,
   prefillFloorSimple,
   prefillFloorStrict,
   ridgePoint,
   weightsBytes,
-  weightsReadPerStep,
 } from '../physics';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords, setupLabel } from './predictShared';
@@ -93,10 +93,10 @@ export const floorsKind: KindModule<Cell> = {
     const peak = computePeakInfo(s.gpu, s.weights);
     const simple = prefillFloorSimple(s, N);
     const strict = prefillFloorStrict(s, N);
-    const W = weightsReadPerStep(s.model, s.weights);
-    const decodeFloor = W / s.gpu.bandwidth;
+    // On several GPUs each reads its share, plus the all-reduces (physics/parallel).
+    const decodeFloor = decodeFloorSeconds(s);
     const ridge = ridgePoint(s);
-    const prefillBw = weightsBytes(s.model, s.weights) / s.gpu.bandwidth;
+    const prefillBw = weightsBytes(s.model, s.weights, s.unquantized) / s.gpu.bandwidth;
     const values = {
       prompt_tokens: N,
       prefill_floor_ms: simple * 1e3,
@@ -113,7 +113,7 @@ export const floorsKind: KindModule<Cell> = {
       peak_flops: peak.peak,
       peak_dtype: peak.dtype,
       bandwidth: s.gpu.bandwidth,
-      weights_bytes: weightsBytes(s.model, s.weights),
+      weights_bytes: weightsBytes(s.model, s.weights, s.unquantized),
       kv_bytes_per_token: kvBytesPerToken(s.model, s.kvCache),
     };
     const facts: [string, string][] = [

@@ -139,6 +139,24 @@ export const kvPoolKind: KindModule<Cell> = {
         ),
       );
     }
+    if (s && cell.available_kv) {
+      const p = kvPool(s, options(cell, s));
+      const implied = p.budget_bytes - p.weights_bytes - p.available_kv_bytes;
+      if (implied < 0)
+        out.push(
+          finding(
+            'error',
+            'kv-pool-available-impossible',
+            `available_kv ${fmtBytes(p.available_kv_bytes)} implies activations + non-torch memory of ${fmtBytes(implied)}: more KV memory than gpu_memory_utilization ${fmtNum(p.gpu_memory_utilization, 2)} × ${fmtBytes(p.total_memory_bytes)} − ${fmtBytes(p.weights_bytes)} of weights can leave (${fmtBytes(p.budget_bytes - p.weights_bytes)}).`,
+            ['available_kv'],
+            {
+              cause:
+                'The figure comes from another setup (a larger card, a smaller or more quantized model, another gpu_memory_utilization), from several GPUs summed, or has the wrong unit.',
+              fix: "copy \"Available KV cache memory: … GiB\" from this server's log, and set the setup's gpu, model, weights and gpu_memory_utilization to the server's",
+            },
+          ),
+        );
+    }
     if (s) {
       const p = kvPool(s, options(cell, s));
       // The weights-fit check says it when the setup's own pool is empty; this cell's knobs may empty it too.

@@ -13,9 +13,10 @@ import { fitFindings } from '../checks/fit';
 import { LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { finding, type Finding } from '../findings';
-import { decodeRoofline, prefillFloorSimple } from '../physics';
+import { decodeRoofline, parallelWords, prefillFloorSimple, weightsBytes } from '../physics';
 import { plotOutput } from '../plots/render';
-import { fmtNum } from '../units';
+import { fmtBytes, fmtNum } from '../units';
+import { peakWords } from './predictShared';
 import { parseLengths, parseTrace, readWorkloadFile } from '../workload/files';
 import { meanLength, RequestPlanner, type LoadedLengths } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
@@ -419,6 +420,11 @@ export const servingKind: KindModule<Cell> = {
           cell.seed === 'per-point' ? 'per-point (a fresh prompt set at each point)' : `${cell.seed} at every point`,
         ],
         ['ignore_eos', String(cell.ignore_eos)],
+        ['peak used', peakWords(setup)],
+        [
+          'weights',
+          `${setup.weights}${setup.weights !== 'bf16' && setup.weights !== 'fp16' && setup.unquantized?.length ? ` (${setup.unquantized.join(', ')} at 16 bits)` : ''}: ${fmtBytes(weightsBytes(setup.model, setup.weights, setup.unquantized))}${engine.cfg.tensorParallel * engine.cfg.pipelineParallel > 1 ? `, ${parallelWords(setup)}` : ''}; KV cache ${setup.kvCache}`,
+        ],
         ['prefill floor (2·params·input / peak)', `${ms(prefillFloorSimple(setup, input) * 1e3)} ms`],
         ['batch-1 decode step (floor + overhead)', `${ms(engine.decodeStepTime(input) * 1e3)} ms`],
         ['simulated in', `${fmtNum(simMs, 0)} ms (virtual time)`],

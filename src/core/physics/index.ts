@@ -368,7 +368,9 @@ export interface OperatingPoint {
 /** A decode step at batch B and context c: 2·params·B FLOP over W + kv(c)·B bytes. */
 export function decodePoint(setup: Setup, context: number, batch: number, moe?: MoeWeights): OperatingPoint {
   const m = setup.model;
-  const bytes = weightsReadPerStep(m, setup.weights, moe, batch) + kvBytesPerToken(m, setup.kvCache) * context * batch;
+  const bytes =
+    weightsReadPerStep(m, setup.weights, moe, batch, setup.unquantized) +
+    kvBytesPerToken(m, setup.kvCache) * context * batch;
   const flops = 2 * m.params.active * batch;
   return point(setup, `decode B=${batch}`, flops / bytes);
 }
@@ -376,7 +378,7 @@ export function decodePoint(setup: Setup, context: number, batch: number, moe?: 
 /** A prefill of N tokens: 2·params·N FLOP over the weights read once plus N tokens of KV written. */
 export function prefillPoint(setup: Setup, promptTokens: number): OperatingPoint {
   const m = setup.model;
-  const bytes = weightsBytes(m, setup.weights) + kvBytesPerToken(m, setup.kvCache) * promptTokens;
+  const bytes = weightsBytes(m, setup.weights, setup.unquantized) + kvBytesPerToken(m, setup.kvCache) * promptTokens;
   const flops = 2 * m.params.active * promptTokens;
   return point(setup, `prefill N=${promptTokens}`, flops / bytes);
 }
