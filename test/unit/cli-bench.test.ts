@@ -191,6 +191,11 @@ test('top_p, top_k, percentiles and an SLO from flags reach the run; progress of
   assert.equal(out.vllm.length, 2);
   assert.ok('p95_ttft_ms' in out.vllm[0], Object.keys(out.vllm[0]).join(' '));
   assert.equal(out.vllm[0].metric_percentiles, '50,95,99');
+  // The cell's typed facts ride along: a p95 TTFT among them, from percentiles: [50, 95, 99].
+  assert.ok(
+    out.facts.some((f: { kind: string; metric?: string; stat?: string }) => f.metric === 'ttft' && f.stat === 'p95'),
+    JSON.stringify(out.facts.slice(0, 5)),
+  );
   assert.equal(out.inflab.points[0].slo_met, true);
   assert.ok(!ok.stderr.includes('\r'), 'no carriage return when stderr is not a terminal');
   assert.match(ok.stderr, /1 of 2 points done\n/);

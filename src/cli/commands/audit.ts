@@ -75,6 +75,7 @@ export const auditCommand = command(auditSpec, async ({ values, positionals }: P
           out.push({
             kind: r.kind,
             values: jsonSafe(r.values),
+            facts: jsonSafe(r.facts),
             findings: r.findings,
             ...(r.error ? { error: r.error } : {}),
           });

@@ -219,7 +219,7 @@ export const benchCommand = command(benchSpec, async ({ values, positionals }: P
     const v = jsonSafe(r.values);
     const file = path.resolve(json);
     try {
-      writeFileAtomic(file, JSON.stringify({ inflab: v, vllm: v.vllm }, null, 2) + '\n');
+      writeFileAtomic(file, JSON.stringify({ inflab: v, facts: jsonSafe(r.facts), vllm: v.vllm }, null, 2) + '\n');
     } catch (e) {
       console.error(`inflab bench: ${(e as Error).message}`);
       return 1;
