@@ -5,6 +5,7 @@
  * the editor adapter only wraps it.
  */
 import { createNotebookContext, prepareCell, restoreResult } from './engine/engine';
+import type { FileCache } from './engine/files';
 import type { Setup } from './engine/types';
 import { applySetupOverrides, SETUP_KEYS } from './kinds/setup';
 import { parseCell, pathAt } from './notebook/cellSource';
@@ -50,8 +51,14 @@ const ALL_DIMS = (Object.keys(DIMS) as DimName[]).filter((d) => d !== 'ratio');
  * The setup in force for cell `index` of a notebook: setup cells above it carry forward, `setup:
  * NAME` picks one, and the cell's own gpu/model/… keys override it. For hosts that call hoverAt.
  */
-export function setupAt(sources: string[], index: number, dir: string): Setup | undefined {
-  const nb = createNotebookContext(dir);
+export function setupAt(
+  sources: string[],
+  index: number,
+  dir: string,
+  /** Files the cells name, read beforehand (readAnalysisFiles). */
+  files: FileCache = new Map(),
+): Setup | undefined {
+  const nb = { ...createNotebookContext(dir), files };
   // Restoring a setup cell registers its setup, as running it would.
   for (let i = 0; i < index && i < sources.length; i++) restoreResult(sources[i], i, [], nb);
   if (index >= sources.length) return nb.defaultSetup;

@@ -6,7 +6,7 @@
  * adapter's business; computing is the engine's.
  */
 import * as vscode from 'vscode';
-import { createNotebookContext, restoreResult, runCell } from '../core/engine/engine';
+import { createNotebookContext, loadCellFiles, restoreResult, runCell } from '../core/engine/engine';
 import { MIME } from '../core/engine/outputs';
 import type { CellOutput, CellResult, NotebookContext, ProgressUpdate, Services } from '../core/engine/types';
 import type { Finding } from '../core/findings';
@@ -73,6 +73,7 @@ export class InflabController implements vscode.Disposable {
       if (cell.kind !== vscode.NotebookCellKind.Code || cell.document.languageId !== CELL_LANGUAGE) continue;
       const execution = executions.get(i);
       if (!execution) {
+        await loadCellFiles([cell.document.getText()], nb, 'run');
         restoreResult(cell.document.getText(), i, cellOutputs(cell), nb);
         continue;
       }

@@ -5,7 +5,8 @@
  * applyQuickFix, keeping comments and the rest of the cell.
  */
 import * as vscode from 'vscode';
-import { analyzeCells } from '../core/engine/engine';
+import { analyzeCells, readAnalysisFiles } from '../core/engine/engine';
+import type { Services } from '../core/engine/types';
 import { dedupeFindings, type Finding } from '../core/findings';
 import { parseCell, rangeOfPath, type SourceRange } from '../core/notebook/cellSource';
 import { applyQuickFix } from '../core/quickFix';
@@ -28,8 +29,11 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
   private readonly findingOf = new WeakMap<vscode.Diagnostic, Finding>();
   /** Resolves when the next analysis of a notebook has been published (for tests and commands). */
   private readonly waiters = new Map<string, (() => void)[]>();
+  /** Analyses in flight (files are read through services first), and the latest one's number. */
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly generation = new Map<string, number>();
 
-  constructor() {
+  constructor(private readonly services: Services = {}) {
     this.disposables.push(
       vscode.workspace.onDidOpenNotebookDocument((nb) => this.schedule(nb, 0)),
       vscode.workspace.onDidCloseNotebookDocument((nb) => this.clear(nb)),
@@ -60,7 +64,7 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
   /** Wait until the notebook's diagnostics are current (the pending debounce has run). */
   whenIdle(nb: vscode.NotebookDocument): Promise<void> {
     const key = nb.uri.toString();
-    if (!this.timers.has(key)) return Promise.resolve();
+    if (!this.timers.has(key) && !this.running.has(key)) return Promise.resolve();
     return new Promise((r) => this.waiters.set(key, [...(this.waiters.get(key) ?? []), r]));
   }
 
@@ -73,12 +77,18 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
       key,
       setTimeout(() => {
         this.timers.delete(key);
-        try {
-          this.update(nb);
-        } finally {
-          for (const w of this.waiters.get(key) ?? []) w();
-          this.waiters.delete(key);
-        }
+        const gen = (this.generation.get(key) ?? 0) + 1;
+        this.generation.set(key, gen);
+        const current = () => this.generation.get(key) === gen;
+        const done = this.update(nb, current)
+          .catch((e) => console.error('inflab: analysis failed', e))
+          .finally(() => {
+            if (!current() || this.timers.has(key)) return; // a later analysis resolves the waiters
+            this.running.delete(key);
+            for (const w of this.waiters.get(key) ?? []) w();
+            this.waiters.delete(key);
+          });
+        this.running.set(key, done);
       }, delay),
     );
   }
@@ -91,7 +101,7 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
   }
 
   /** Analyze every inflab cell of a notebook in order and publish one diagnostic per finding. */
-  update(nb: vscode.NotebookDocument): void {
+  async update(nb: vscode.NotebookDocument, current: () => boolean = () => true): Promise<void> {
     if (nb.isClosed) return;
     const cells = nb.getCells();
     const isInflab = (c: vscode.NotebookCell) =>
@@ -99,11 +109,14 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
     const sources = cells.map((c) => (isInflab(c) ? c.document.getText() : ''));
     let analyzed: Finding[][];
     try {
-      analyzed = analyzeCells(sources, vscode.Uri.joinPath(nb.uri, '..').fsPath);
+      const dir = vscode.Uri.joinPath(nb.uri, '..').fsPath;
+      analyzed = analyzeCells(sources, dir, this.services, await readAnalysisFiles(sources, dir, this.services));
     } catch (e) {
       analyzed = sources.map(() => []);
       console.error('inflab: analysis failed', e);
     }
+    // A newer analysis started while files were read: it publishes instead.
+    if (nb.isClosed || !current()) return;
     for (const cell of cells) {
       const uri = cell.document.uri;
       if (!isInflab(cell)) {

@@ -15,6 +15,50 @@ import { closedPort } from './scriptedServer';
 
 export const SECRET = randomBytes(16).toString('hex');
 export const KEY = `sk-inflab-planted-${SECRET}`;
+/** A second endpoint's key: it must reach that endpoint only, and KEY never reach it. */
+export const KEY_B = `sk-inflab-second-${randomBytes(16).toString('hex')}`;
+
+/** Credentials written into an endpoint URL (userinfo, a token query): never shown, saved or sent. */
+export const URL_PASSWORD = `pw${randomBytes(12).toString('hex')}`;
+export const URL_TOKEN = `tok${randomBytes(12).toString('hex')}`;
+
+/** `base` (http://127.0.0.1:PORT) with a user and password, and with a token query. */
+export function credentialUrls(base: string): { userinfo: string; query: string } {
+  const u = new URL(base);
+  return { userinfo: `http://admin:${URL_PASSWORD}@${u.host}`, query: `http://${u.host}/?token=${URL_TOKEN}` };
+}
+
+/** Where a URL credential shows up in bytes: the password, the token. */
+export function credentialLeaks(where: string, bytes: Buffer | string): string[] {
+  const b = typeof bytes === 'string' ? Buffer.from(bytes) : bytes;
+  return [URL_PASSWORD, URL_TOKEN]
+    .filter((n) => b.includes(n))
+    .map(
+      (n) =>
+        `${where}: "${n.slice(0, 6)}…" at byte ${b.indexOf(n)}: …${b.subarray(Math.max(0, b.indexOf(n) - 80), b.indexOf(n) + 40).toString()}…`,
+    );
+}
+
+/** A bench cell per endpoint, each under its own setup, for the two-keys test. */
+export function twoEndpointNotebook(a: string, b: string): Notebook {
+  const cells: Notebook['cells'] = [];
+  for (const [name, url] of [
+    ['a', a],
+    ['b', b],
+  ]) {
+    cells.push({
+      kind: 'code',
+      language: 'inflab',
+      source: `setup: ${name}\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${url}\n`,
+    });
+    cells.push({
+      kind: 'code',
+      language: 'inflab',
+      source: `bench: sweep\nsetup: ${name}\ninput: 16 tokens\noutput: 4 tokens\nconcurrency: [1]\nrequests: 2\ntimeout: 5 s\n`,
+    });
+  }
+  return { cells };
+}
 
 // ---------------------------------------------------------------- leak search
 

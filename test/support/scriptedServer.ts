@@ -38,6 +38,8 @@ export interface ServedRequest {
   outputTokens: number;
   cachedTokens: number;
   hadAuthorization: boolean;
+  /** The Authorization header as received (the planted-key tests check which key reached which host). */
+  authorization?: string;
   fault?: Fault['kind'];
 }
 
@@ -205,6 +207,7 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
         outputTokens,
         cachedTokens: 0,
         hadAuthorization: !!auth,
+        authorization: auth,
         fault: fault?.kind,
       };
       requests.push(rec);

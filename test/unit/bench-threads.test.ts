@@ -12,8 +12,6 @@ import { loadThreads } from '../../src/core/bench/shards';
 import { startScriptedServer } from '../support/scriptedServer';
 
 test('load threads: auto count is 1 for few streams, one per 125 streams up to 8, never above the concurrency, and an explicit count wins', () => {
-  const prev = process.env.INFLAB_BENCH_THREADS;
-  delete process.env.INFLAB_BENCH_THREADS;
   assert.equal(loadThreads(1), 1);
   assert.equal(loadThreads(8), 1);
   assert.equal(loadThreads(125), 1);
@@ -21,14 +19,12 @@ test('load threads: auto count is 1 for few streams, one per 125 streams up to 8
   assert.equal(loadThreads(500), 4);
   assert.equal(loadThreads(1000), 8);
   assert.equal(loadThreads(100_000), 8);
-  if (prev !== undefined) process.env.INFLAB_BENCH_THREADS = prev;
   assert.equal(loadThreads(3, 8), 3);
   assert.equal(loadThreads(1000, 2), 2);
 });
 
 test('a point on two load threads: every request once, matched to the server by X-Request-Id, same prompts as one thread', async () => {
   const s = await startScriptedServer({ ttftMs: 20, itlMs: 5 });
-  const prev = process.env.INFLAB_BENCH_THREADS;
   try {
     const opts = {
       endpoint: s.url,
@@ -40,10 +36,8 @@ test('a point on two load threads: every request once, matched to the server by 
       warmup: 4,
       seed: { mode: 'fixed' as const, value: 7 },
     };
-    process.env.INFLAB_BENCH_THREADS = '2';
-    const two = await runSweep({ ...opts, runId: 'two' });
-    process.env.INFLAB_BENCH_THREADS = '1';
-    await runSweep({ ...opts, runId: 'one' }); // only its prompts, as the server saw them, are compared below
+    const two = await runSweep({ ...opts, threads: 2, runId: 'two' });
+    await runSweep({ ...opts, threads: 1, runId: 'one' }); // only its prompts, as the server saw them, are compared below
     const p = two.points[0];
     assert.equal(p.metrics.completed, 18);
     const recs = fromColumnar(p.records!);
@@ -76,8 +70,6 @@ test('a point on two load threads: every request once, matched to the server by 
     assert.deepEqual(prompts('two'), prompts('one'));
     assert.ok(p.observedInFlight > 0 && p.maxInFlight <= 6, `in flight ${p.observedInFlight} / max ${p.maxInFlight}`);
   } finally {
-    if (prev === undefined) delete process.env.INFLAB_BENCH_THREADS;
-    else process.env.INFLAB_BENCH_THREADS = prev;
     await s.close();
   }
 });

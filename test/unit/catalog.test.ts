@@ -6,7 +6,9 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DTYPE_BYTES, findGpu, findModel, GPUS, MODELS } from '../../src/core/catalog';
 import { hfConfigSchema, modelFromHfConfig } from '../../src/core/catalog/hfConfig';
-import { applySetupOverrides } from '../../src/core/kinds/setup';
+import { readNeeds } from '../../src/core/engine/files';
+import { nodeFiles } from '../../src/core/host/files';
+import { applySetupOverrides, setupNeeds } from '../../src/core/kinds/setup';
 import { kvBytesPerToken, weightsBytes } from '../../src/core/physics';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -128,31 +130,24 @@ test('Qwen3-8B bf16: 147,456 B of KV per token; 16.38 GB = 15.26 GiB of weights'
   assert.deepEqual(DTYPE_BYTES, { bf16: 2, fp16: 2, fp8: 1, int8: 1, int4: 0.5 });
 });
 
-test('model: {config: ./path} imports relative to the notebook and gives the catalog numbers', () => {
+test('model: {config: ./path} imports relative to the notebook (read through the host) and gives the catalog numbers', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cfg-'));
   try {
     fs.mkdirSync(path.join(dir, 'Qwen3-8B'));
     fs.copyFileSync(fixture('Qwen3-8B'), path.join(dir, 'Qwen3-8B', 'config.json'));
-    const r = applySetupOverrides(
-      undefined,
-      { gpu: 'a100-sxm4-80gb', model: { config: './Qwen3-8B/config.json' } },
-      dir,
-      'lab',
-      true,
-    );
+    const keys = { gpu: 'a100-sxm4-80gb', model: { config: './Qwen3-8B/config.json' } };
+    const files = new Map();
+    await readNeeds(setupNeeds(keys, dir), files, nodeFiles(), { purpose: 'analysis', notebookDir: dir });
+    const r = applySetupOverrides(undefined, keys, dir, 'lab', true, files);
     assert.deepEqual(r.findings, []);
     const cat = findModel('qwen3-8b')!;
     assert.deepEqual(r.setup!.model.params, cat.params);
     assert.equal(r.setup!.model.id, 'Qwen3-8B');
     assert.equal(kvBytesPerToken(r.setup!.model, 'bf16'), 147_456);
     // A missing file is an error on model.config that says what to write.
-    const bad = applySetupOverrides(
-      undefined,
-      { gpu: 'a100-sxm4-80gb', model: { config: './nope/config.json' } },
-      dir,
-      'lab',
-      true,
-    );
+    const badKeys = { gpu: 'a100-sxm4-80gb', model: { config: './nope/config.json' } };
+    await readNeeds(setupNeeds(badKeys, dir), files, nodeFiles(), { purpose: 'analysis', notebookDir: dir });
+    const bad = applySetupOverrides(undefined, badKeys, dir, 'lab', true, files);
     assert.equal(bad.setup, undefined);
     assert.deepEqual(bad.findings[0].path, ['model', 'config']);
     assert.match(bad.findings[0].fix ?? '', /config\.json relative to the notebook/);

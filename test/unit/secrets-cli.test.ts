@@ -17,7 +17,21 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseNotebook, serializeNotebook } from '../../src/core/notebook/format';
-import { benchNotebook, KEY, leaks, startTargets, walk, type Targets } from '../support/plantedKey';
+import {
+  benchNotebook,
+  credentialLeaks,
+  credentialUrls,
+  KEY,
+  KEY_B,
+  leaks,
+  startTargets,
+  twoEndpointNotebook,
+  URL_PASSWORD,
+  URL_TOKEN,
+  walk,
+  type Targets,
+} from '../support/plantedKey';
+import { startScriptedServer } from '../support/scriptedServer';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-secrets-'));
@@ -70,7 +84,9 @@ test('inflab run: bench cells against failing servers leave the key nowhere in w
   fs.writeFileSync(nbFile, input);
   const out = path.join(dir, 'out', 'day5.executed.inflab');
   const before = Object.fromEntries(Object.entries(t.servers).map(([k, s]) => [k, s.sawKey]));
-  const r = await run(['run', nbFile, '--out', out], { ...process.env, INFLAB_API_KEY: KEY });
+  // A notebook's hosts get a key only from INFLAB_API_KEYS (origin=key), one entry per host.
+  const perHost = [...Object.values(t.servers).map((x) => x.url), t.refusedUrl].map((u) => `${u}=${KEY}`).join(' ');
+  const r = await run(['run', nbFile, '--out', out], { ...process.env, INFLAB_API_KEYS: perHost });
   assert.ok(r.code === 0 || r.code === 1, `exits normally (code ${r.code}): ${r.stderr.toString().slice(-2000)}`);
   assert.ok(
     fs.existsSync(out),
@@ -136,4 +152,105 @@ test('inflab bench --json: the key is in no byte of the JSON, stdout or stderr',
   assert.ok(fs.readdirSync(dir).length > 0, 'some --json file was written');
   for (const f of walk(dir)) found.push(...leaks(path.relative(TMP, f), fs.readFileSync(f)));
   assert.deepStrictEqual(found, [], `the key leaked:\n${found.join('\n')}`);
+});
+
+test('two endpoints, two keys: each key reaches only its own host; INFLAB_API_KEY goes to no notebook host', async () => {
+  const dir = path.join(TMP, 'two-keys');
+  fs.mkdirSync(dir);
+  const [a, b, c] = await Promise.all([
+    startScriptedServer({ ttftMs: 1, itlMs: 1 }),
+    startScriptedServer({ ttftMs: 1, itlMs: 1 }),
+    startScriptedServer({ ttftMs: 1, itlMs: 1 }),
+  ]);
+  try {
+    const nbFile = path.join(dir, 'two.inflab');
+    const nb = twoEndpointNotebook(a.url, b.url);
+    // A third host the notebook names, with no key set for it.
+    nb.cells.push(...twoEndpointNotebook(c.url, c.url).cells.slice(0, 2));
+    nb.cells[4].source = nb.cells[4].source.replace('setup: a', 'setup: c');
+    nb.cells[5].source = nb.cells[5].source.replace('setup: a', 'setup: c');
+    fs.writeFileSync(nbFile, serializeNotebook(nb));
+    const third = `sk-inflab-flag-only-${Date.now()}`;
+    const r = await run(['run', nbFile, '--out', path.join(dir, 'out.inflab')], {
+      ...process.env,
+      INFLAB_API_KEYS: `${a.url}=${KEY}\n${b.url}=${KEY_B}`,
+      INFLAB_API_KEY: third,
+    });
+    assert.equal(r.code, 0, r.stderr.toString().slice(-1500));
+    const auths = (s: typeof a) => [...new Set(s.requests.map((q) => q.authorization ?? '(none)'))];
+    assert.ok(a.requests.length > 0 && b.requests.length > 0 && c.requests.length > 0, 'every host was measured');
+    assert.deepEqual(auths(a), [`Bearer ${KEY}`]);
+    assert.deepEqual(auths(b), [`Bearer ${KEY_B}`]);
+    assert.deepEqual(auths(c), ['(none)'], 'INFLAB_API_KEY is for --endpoint only');
+    const err = r.stderr.toString();
+    assert.match(err, new RegExp(`no API key goes to ${c.url.replace(/[.]/g, '\\.')}.*INFLAB_API_KEYS`));
+    assert.equal(err.split('no API key goes to').length - 1, 1, 'warned once');
+    assert.ok(!err.includes(third) && !r.stdout.toString().includes(third), 'the flag key is not printed');
+  } finally {
+    await Promise.all([a.close(), b.close(), c.close()]);
+  }
+});
+
+test('credentials in an endpoint URL are refused with the URL redacted, never sent, shown or saved', async () => {
+  const dir = path.join(TMP, 'url-creds');
+  fs.mkdirSync(dir);
+  const s = await startScriptedServer({ ttftMs: 1, itlMs: 1 });
+  try {
+    const { userinfo, query } = credentialUrls(s.url);
+    const found: string[] = [];
+    // A notebook whose setups name them: each setup cell fails on its endpoint line.
+    const nbFile = path.join(dir, 'creds.inflab');
+    const nb = twoEndpointNotebook(userinfo, query);
+    fs.writeFileSync(nbFile, serializeNotebook(nb));
+    const out = path.join(dir, 'out.inflab');
+    const r = await run(['run', nbFile, '--out', out], { ...process.env });
+    assert.equal(r.code, 1, `the setup cells fail: ${r.stdout}${r.stderr}`);
+    assert.ok(fs.existsSync(out), `the executed notebook was written: ${r.stdout}${r.stderr}`);
+    const executed = parseNotebook(fs.readFileSync(out, 'utf8'));
+    const setupText = JSON.stringify(executed.cells[0].outputs);
+    assert.match(setupText, /http:\/\/\*\*\*@127\.0\.0\.1:\d+ carries a user name or password/);
+    assert.match(JSON.stringify(executed.cells[2].outputs), /\?token=\*\*\* carries a query/);
+    found.push(...credentialLeaks('run stdout', r.stdout), ...credentialLeaks('run stderr', r.stderr));
+    // The cells' sources are the user's own text; everything InfLab wrote beside them is searched.
+    const written = fs.readFileSync(out, 'utf8');
+    assert.equal(credentialLeaks('sources', JSON.stringify(nb.cells.map((c) => c.source))).length, 2);
+    found.push(...credentialLeaks('executed outputs', JSON.stringify(executed.cells.map((c) => c.outputs ?? []))));
+    assert.equal(written.split(URL_PASSWORD).length - 1, 1, 'the password only in its source line');
+    assert.equal(written.split(URL_TOKEN).length - 1, 1, 'the token only in its source line');
+    // eval --json: the same cells, as JSON.
+    const yamlFile = path.join(dir, 'cells.yaml');
+    fs.writeFileSync(yamlFile, nb.cells.map((c) => c.source).join('---\n'));
+    const e = await run(['eval', yamlFile, '--json'], { ...process.env });
+    found.push(...credentialLeaks('eval --json', e.stdout), ...credentialLeaks('eval stderr', e.stderr));
+    // bench --endpoint: a usage error that names the redacted URL; nothing is sent.
+    for (const url of [userinfo, query]) {
+      const json = path.join(dir, 'bench.json');
+      const b = await run(
+        [
+          'bench',
+          '--endpoint',
+          url,
+          '--input',
+          '16',
+          '--output',
+          '4',
+          '--concurrency',
+          '1',
+          '--requests',
+          '2',
+          '--json',
+          json,
+        ],
+        { ...process.env, INFLAB_API_KEY: KEY },
+      );
+      assert.equal(b.code, 2, b.stderr.toString());
+      assert.match(b.stderr.toString(), /carries .*InfLab sends no credential from a URL/);
+      assert.ok(!fs.existsSync(json), 'no results file');
+      found.push(...credentialLeaks('bench stdout', b.stdout), ...credentialLeaks('bench stderr', b.stderr));
+    }
+    assert.deepEqual(found, [], found.join('\n'));
+    assert.equal(s.requests.length, 0, 'no request reached the server');
+  } finally {
+    await s.close();
+  }
 });

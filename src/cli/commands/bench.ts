@@ -183,7 +183,8 @@ export const benchCommand = command(benchSpec, async ({ values, positionals }: P
   const json = values.json as string | undefined;
   const unwritable = json ? cannotWrite(json) : undefined;
   if (unwritable) throw new UsageError(`--json ${json}: ${unwritable}`);
-  const services = cliServices();
+  // INFLAB_API_KEY is the key of --endpoint (and of no other host).
+  const services = cliServices({ endpoint: values.endpoint as string | undefined });
   const ctx = createNotebookContext(path.resolve('.'), services);
   const ac = new AbortController();
   const offSig = onInterrupt(() => {

@@ -30,8 +30,6 @@ export interface RunSweepControl extends SweepHooks {
 /** Where the worker script is, or undefined when none can be found. */
 export function resolveWorkerScript(explicit?: string): string | undefined {
   if (explicit && explicit !== 'auto' && explicit !== 'off') return fs.existsSync(explicit) ? explicit : undefined;
-  if (process.env.INFLAB_BENCH_WORKER && fs.existsSync(process.env.INFLAB_BENCH_WORKER))
-    return process.env.INFLAB_BENCH_WORKER;
   const here = import.meta.url;
   for (const rel of ['./bench-worker.js', './worker.ts', './worker.js']) {
     try {

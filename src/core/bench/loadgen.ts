@@ -68,6 +68,8 @@ export interface RunPointOptions {
   samplePeriodMs?: number;
   /** Load threads for a closed-loop point with a request count (default: see shards.ts; 1 = this thread). */
   threads?: number;
+  /** The worker script for load threads (default: found beside this code). */
+  workerScript?: string;
   /** First request id (and X-Request-Id number) of this share of a point split across threads. */
   idOffset?: number;
   warmIdOffset?: number;

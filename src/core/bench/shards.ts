@@ -33,8 +33,6 @@ export const MAX_LOAD_THREADS = 8;
 
 /** How many load threads a closed-loop point of this concurrency uses. */
 export function loadThreads(concurrency: number, requested?: number): number {
-  const env = Number(process.env.INFLAB_BENCH_THREADS);
-  if (requested === undefined && Number.isFinite(env) && env >= 1) requested = env;
   const want = requested ?? Math.min(MAX_LOAD_THREADS, Math.ceil(concurrency / STREAMS_PER_THREAD));
   return Math.max(1, Math.min(Math.floor(want), concurrency));
 }
@@ -58,9 +56,8 @@ type FromShard =
 
 export class ShardStartError extends Error {}
 
-function shardScript(): string | undefined {
-  if (process.env.INFLAB_BENCH_WORKER && fs.existsSync(process.env.INFLAB_BENCH_WORKER))
-    return process.env.INFLAB_BENCH_WORKER;
+function shardScript(explicit?: string): string | undefined {
+  if (explicit) return fs.existsSync(explicit) ? explicit : undefined;
   for (const rel of ['./bench-worker.js', './worker.ts', './worker.js']) {
     try {
       const p = fileURLToPath(new URL(rel, import.meta.url));
@@ -97,7 +94,7 @@ export async function runPointThreads(
   prompts: PromptSource,
   opts: RunPointOptions,
 ): Promise<PointRun> {
-  const script = shardScript();
+  const script = shardScript(opts.workerScript);
   if (!script) throw new ShardStartError('no worker script');
   const total = load.requests ?? 0;
   const warm = Math.max(0, load.warmup ?? 0);

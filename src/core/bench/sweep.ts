@@ -57,6 +57,10 @@ export interface SweepOptions {
   keepRecords?: boolean;
   /** X-Request-Id prefix; default a random run id. */
   runId?: string;
+  /** Load threads per closed-loop point (a host setting; default: see shards.ts). */
+  threads?: number;
+  /** The worker script for load threads (a host setting; default: found beside this code). */
+  workerScript?: string;
 }
 
 /** A point's load-generator run (its timings, in-flight counts and lags) with what the sweep made of it. */
@@ -301,6 +305,8 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         prompts,
         {
           signal,
+          threads: o.threads,
+          workerScript: o.workerScript,
           requestIdPrefix: `inflab-${runId}-p${i}`,
           onRequest(done, total) {
             const t = performance.now();

@@ -10,7 +10,8 @@ import { checkFacts, readSavedFacts, savedFacts, type Fact } from '../facts';
 import { CellError, dedupeFindings, finding, type Finding } from '../findings';
 import { parseCell, type ParsedCell } from '../notebook/cellSource';
 import { KINDS } from '../kinds';
-import { applySetupOverrides, SETUP_KEYS } from '../kinds/setup';
+import { applySetupOverrides, SETUP_KEYS, setupNeeds } from '../kinds/setup';
+import { readNeeds, type FileCache, type FileNeed } from './files';
 import { errorOutput, findingsOutput, MIME } from './outputs';
 import { suggest, zodFindings } from './schema';
 import {
@@ -21,12 +22,49 @@ import {
   type KindModule,
   type NotebookContext,
   type ProgressUpdate,
+  type ReadPurpose,
   type Services,
   type Setup,
 } from './types';
 
 export function createNotebookContext(dir: string, services: Services = {}): NotebookContext {
-  return { dir: path.resolve(dir), setups: new Map(), results: new Map(), named: new Map(), services };
+  return {
+    dir: path.resolve(dir),
+    setups: new Map(),
+    results: new Map(),
+    named: new Map(),
+    services,
+    files: new Map(),
+  };
+}
+
+/** The files a cell's source names (a setup's model config, a kind's own inputs), from its raw YAML. */
+export function cellNeeds(source: string, dir: string): FileNeed[] {
+  const parsed = parseCell(source);
+  if (parsed.errors.length || !parsed.data || typeof parsed.data !== 'object') return [];
+  const data = parsed.data as Record<string, unknown>;
+  const needs = setupNeeds(data, dir);
+  try {
+    needs.push(...(findKind(parsed.kindKey, parsed.kindValue)?.reads?.(data, dir) ?? []));
+  } catch {
+    // raw data of any shape: a kind that cannot read it needs nothing
+  }
+  return needs;
+}
+
+/** Read what these cells need through the notebook's services into nb.files (never throws). */
+export function loadCellFiles(
+  sources: string[],
+  nb: NotebookContext,
+  purpose: ReadPurpose,
+  signal?: AbortSignal,
+): Promise<void> {
+  return readNeeds(
+    sources.flatMap((s) => cellNeeds(s, nb.dir)),
+    nb.files,
+    nb.services,
+    { purpose, notebookDir: nb.dir, signal },
+  );
 }
 
 const sharedSchema = z.object({
@@ -75,7 +113,7 @@ function unknownKind(parsed: ParsedCell): Finding {
   );
 }
 
-/** Parse, pick the kind, validate, resolve the setup. No I/O beyond small local reads. */
+/** Parse, pick the kind, validate, resolve the setup. No I/O: files come from nb.files (loadCellFiles). */
 export function prepareCell(source: string, cellIndex: number, nb: NotebookContext): Prepared {
   const parsed = parseCell(source);
   const out: Prepared = { parsed, findings: [...parsed.errors] };
@@ -128,7 +166,14 @@ export function prepareCell(source: string, cellIndex: number, nb: NotebookConte
   }
   if (kind.key === 'setup' || Object.keys(overrides).length) {
     const isSetup = kind.key === 'setup';
-    const r = applySetupOverrides(setup, overrides, nb.dir, isSetup ? out.name! : (setup?.name ?? 'inline'), isSetup);
+    const r = applySetupOverrides(
+      setup,
+      overrides,
+      nb.dir,
+      isSetup ? out.name! : (setup?.name ?? 'inline'),
+      isSetup,
+      nb.files,
+    );
     out.findings.push(...r.findings);
     setup = r.setup;
   }
@@ -161,11 +206,27 @@ export function prepareCell(source: string, cellIndex: number, nb: NotebookConte
 }
 
 /**
- * Checks that need no measurement, for every cell in order (setups carry forward); what the editor
- * shows as the user types. Returns one list of findings per cell.
+ * The files these cells name, read through services for analysis (bounded in size and time, never
+ * asking the user, nothing in Restricted Mode): what analyzeCells and setupAt take as `files`.
  */
-export function analyzeCells(sources: string[], dir: string, services: Services = {}): Finding[][] {
+export async function readAnalysisFiles(sources: string[], dir: string, services: Services): Promise<FileCache> {
   const nb = createNotebookContext(dir, services);
+  await loadCellFiles(sources, nb, 'analysis');
+  return nb.files;
+}
+
+/**
+ * Checks that need no measurement, for every cell in order (setups carry forward); what the editor
+ * shows as the user types. Returns one list of findings per cell. Does no I/O: a file a cell names
+ * (a model's config.json) is looked up in `files` (readAnalysisFiles), and is "not read" without it.
+ */
+export function analyzeCells(
+  sources: string[],
+  dir: string,
+  services: Services = {},
+  files: FileCache = new Map(),
+): Finding[][] {
+  const nb = { ...createNotebookContext(dir, services), files };
   return sources.map((src, i) => {
     const p = prepareCell(src, i, nb);
     if (!p.kind || p.cell === undefined || p.findings.some((f) => f.severity === 'error'))
@@ -209,6 +270,7 @@ export async function runCell(
   opts: RunCellOptions = {},
 ): Promise<CellResult> {
   const started = performance.now();
+  await loadCellFiles([source], nb, 'run', opts.signal);
   const p = prepareCell(source, cellIndex, nb);
   const kind = p.kind ? kindId(p.kind) : (p.parsed.kindKey ?? 'unknown');
   const fail = (
@@ -318,6 +380,7 @@ function migratedFacts(kind: KindModule, values: Record<string, unknown>, cell: 
  * see its numbers without re-running it (a bench that took an hour is not re-run to compare it).
  * Saved facts are validated: one that no longer validates is dropped with a finding on the result.
  * A notebook saved before facts existed has only values: its facts are read from them, once, here.
+ * Files come from nb.files: load them first (loadCellFiles) where a setup may name a model config.
  */
 export function restoreResult(
   source: string,

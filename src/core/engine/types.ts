@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { Gpu, ModelSpec, Dtype, WidePart } from '../catalog/types';
 import type { Fact } from '../facts/schema';
 import type { Finding } from '../findings';
+import type { FileCache, FileNeed } from './files';
 
 /** One item of an output: text mimes carry a string, JSON mimes (…json, …+json) a JSON value. */
 export interface OutputItem {
@@ -52,19 +53,86 @@ export interface CellResult {
   durationMs?: number;
 }
 
-/** Hooks the host (VS Code or CLI) provides; the engine never reaches for them itself. */
+/**
+ * Settings a host passes to the core: the CLI from its flags and environment, the editor from its
+ * configuration. The core reads no environment variable itself.
+ */
+export interface HostSettings {
+  /** `endpoint: sim` runs this many times faster than simulated time (default 1). */
+  simSpeed?: number;
+  /** Load threads for a closed-loop bench point (default: one per 125 streams, at most 8). */
+  benchThreads?: number;
+  /** The bench worker script, when the host knows better than the core where it is. */
+  benchWorker?: string;
+}
+
+/**
+ * Why a file is read: `analysis` as the user types (small, quick, never asks the user anything),
+ * `run` for a cell the user ran (a host may ask before reading outside the workspace).
+ */
+export type ReadPurpose = 'analysis' | 'run';
+
+export interface ReadFileOptions {
+  purpose: ReadPurpose;
+  /** The notebook's folder: reads inside it (or the workspace) need no confirmation. */
+  notebookDir?: string;
+  /** Refuse a file larger than this (bytes); the host's default otherwise. */
+  maxBytes?: number;
+  signal?: AbortSignal;
+}
+
+/** What a host says about a path without reading it (statFile). */
+export interface FileInfo {
+  type: 'file' | 'directory' | 'other';
+  size: number;
+  mtimeMs: number;
+}
+
+/** A regular file opened for reading in chunks (logs of many GB), from openFile. */
+export interface ReadHandle {
+  /** Size when opened, bytes. */
+  size: number;
+  /** Reads up to `into.length` bytes at `position`; 0 at the end. */
+  read(into: Uint8Array, position: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+/**
+ * Hooks the host (VS Code or CLI) provides; the engine never reaches for them itself: every file,
+ * key, permission and setting reaches the core through here. A missing hook means "not available
+ * on this host" (a file cannot be read, no key is sent, the host is not asked).
+ *
+ * File hooks reject with a FileReadError (engine/files.ts) whose code says why: a missing file, not
+ * a regular file (a FIFO, /dev/zero), too large, too slow, outside the workspace and not confirmed,
+ * or Restricted Mode. src/core/host/files.ts holds the one Node implementation both hosts use.
+ */
 export interface Services {
-  /** API key for an endpoint, from SecretStorage or the environment. Never stored by the engine. */
-  getApiKey?(endpoint: string): Promise<string | undefined>;
+  /**
+   * The API key the user set for this endpoint URL's origin (scheme, host and port), or undefined.
+   * Asked once per endpoint, with the URL the requests go to; never asked for the simulated
+   * endpoint. A host never answers with a key the user did not set for that origin.
+   */
+  getApiKey?(endpointUrl: string): Promise<string | undefined>;
   /**
    * Asked before the first request to a host named by a notebook (not the user's own settings).
-   * Returning false refuses the request.
+   * Returning false refuses the request. The host says in its question whether a key goes along.
    */
   confirmHost?(url: string): Promise<boolean>;
+  /**
+   * Asked before a run reads a file outside the notebook's folder and workspace. Returning false
+   * refuses the read. (readFile and openFile ask it themselves where the host implements both.)
+   */
+  confirmRead?(absPath: string): Promise<boolean>;
   /** URL of a running simulated endpoint for "endpoint: sim" (started on demand by the host). */
   simEndpoint?(setup: Setup | undefined): Promise<string>;
-  /** Read a text file relative to the notebook (config.json, logs). Defaults to fs. */
-  readFile?(absPath: string): Promise<string>;
+  /** A regular file's text (UTF-8), bounded in size and time (config.json and the like). */
+  readFile?(absPath: string, opts: ReadFileOptions): Promise<string>;
+  /** A regular file opened for chunked reading (logs), under readFile's rules but with no size cap. */
+  openFile?(absPath: string, opts: ReadFileOptions): Promise<ReadHandle>;
+  /** What is at a path (following links), or undefined when nothing is; never opens it. */
+  statFile?(absPath: string, opts: ReadFileOptions): Promise<FileInfo | undefined>;
+  /** Settings from the host (environment, configuration). */
+  settings?: HostSettings;
 }
 
 export interface ProgressUpdate {
@@ -86,6 +154,11 @@ export interface NotebookContext {
   /** Results by cell name. */
   named: Map<string, CellResult>;
   services: Services;
+  /**
+   * Files read through services before a cell is prepared (prepareCell itself does no I/O), by
+   * FileCache key: see engine/files.ts.
+   */
+  files: FileCache;
 }
 
 export interface RunContext {
@@ -127,7 +200,13 @@ export interface KindModule<T = any> {
   needsSetup?: boolean;
   /** Facts the cell's own keys state with no run (a record's typed numbers), checked as the user types. */
   statedFacts?(cell: T): Fact[];
-  /** Checks that need no measurement; run as the user types. */
+  /**
+   * Files the cell needs read (or looked at) before it is prepared, from its raw YAML data (which
+   * may not validate yet): the engine reads them through Services into NotebookContext.files, for
+   * analyze and run alike. Setup keys (model: {config}) are handled by the engine for every kind.
+   */
+  reads?(data: Record<string, unknown>, dir: string): FileNeed[];
+  /** Checks that need no measurement; run as the user types. Reads only NotebookContext.files. */
   analyze?(cell: T, ctx: AnalyzeContext): Finding[];
   run(cell: T, ctx: RunContext): Promise<RunOutput>;
   /**

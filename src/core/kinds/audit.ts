@@ -3,10 +3,10 @@
  * or a /metrics URL): startup facts, the stats windows as a timeline split into segments, and
  * findings citing their log lines. The setup, when there is one, supplies the KV-pool prediction.
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { isGlob, resolveAuditInput } from '../audit/inputs';
+import { lookupFile } from '../engine/files';
 import type { AnalyzeContext, KindModule, NotebookContext } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
@@ -74,16 +74,20 @@ export const auditKind: KindModule<Cell> = {
     'audit: PATH — read a vLLM server log (or a /metrics URL): KV pool, sampler, timeline, segments, prefix-cache and interference findings',
   schema,
   migrate: auditFacts,
+  reads(data, dir) {
+    const v = typeof data.audit === 'string' ? data.audit.trim() : '';
+    // A glob is not walked while the user types (`/**/x` would walk the whole disk): the run says
+    // when it matches nothing.
+    if (!v || /^https?:\/\//i.test(v) || isGlob(v)) return [];
+    return [{ path: path.resolve(dir, v), want: 'stat' }];
+  },
   analyze(cell, ctx: AnalyzeContext): Finding[] {
     const v = cell.audit.trim();
-    if (/^https?:\/\//i.test(v)) return [];
-    // Cheap local checks only: does the file (or any file of the glob's folder) exist?
-    if (isGlob(v)) {
-      const r = resolveAuditInput(v, ctx.notebook.dir);
-      return r.error ? [finding('error', 'audit-no-match', r.error, ['audit'])] : [];
-    }
+    if (/^https?:\/\//i.test(v) || isGlob(v)) return [];
+    // Only what the host looked at beforehand (reads): does the file exist?
     const abs = path.resolve(ctx.notebook.dir, v);
-    if (!fs.existsSync(abs))
+    const seen = lookupFile(ctx.notebook.files, { path: abs, want: 'stat' });
+    if (seen && 'info' in seen && seen.info === undefined)
       return [
         finding('error', 'audit-file-not-found', `Cannot find "${v}" (resolved to ${abs})`, ['audit'], {
           fix: 'write the path of a vLLM server log relative to the notebook (e.g. logs/day4-vllm.log; capture one with `vllm serve … 2>&1 | tee logs/day4-vllm.log`), a glob like logs/*.log, or a /metrics URL such as http://127.0.0.1:8000/metrics',

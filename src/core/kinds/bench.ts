@@ -265,7 +265,9 @@ async function run(cell: Cell, ctx: RunContext) {
         'host-refused',
       );
   }
-  const apiKey = (await services.getApiKey?.(setup.endpoint ?? endpoint)) || undefined;
+  // The key the user set for this endpoint's origin; the simulated endpoint never gets one.
+  const simulated = (setup.endpoint ?? 'sim') === 'sim';
+  const apiKey = simulated ? undefined : (await services.getApiKey?.(endpoint)) || undefined;
   const open = !!cell.rate;
   const concurrency = cell.concurrency ?? [];
   const requests = cell.duration ? undefined : (cell.requests?.value ?? Math.max(100, 4 * Math.max(1, ...concurrency)));
@@ -300,6 +302,8 @@ async function run(cell: Cell, ctx: RunContext) {
     slo: spec.slo,
     contaminationThreshold: cell.contamination_threshold?.value,
     keepRecords: cell.records,
+    threads: services.settings?.benchThreads,
+    workerScript: services.settings?.benchWorker,
   };
   const predicted = findPredicted(ctx.notebook.results, ctx.cellIndex);
   const title = `${open ? 'Open-loop rate run' : 'Concurrency sweep'}: ${cell.input.value} in / ${cell.output.value} out tokens`;
@@ -308,6 +312,7 @@ async function run(cell: Cell, ctx: RunContext) {
   // Live outputs: the table and the throughput plot grow as each point finishes.
   let chain: Promise<void> = Promise.resolve();
   const result = await runSweep(opts, {
+    worker: services.settings?.benchWorker,
     signal: ctx.signal,
     onProgress: (p) =>
       ctx.progress({

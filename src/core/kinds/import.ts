@@ -43,7 +43,8 @@ async function readResult(nb: NotebookContext, rel: string): Promise<unknown> {
   const abs = path.resolve(nb.dir, rel);
   let text: string;
   try {
-    if (nb.services.readFile) text = await nb.services.readFile(abs);
+    if (nb.services.readFile)
+      text = await nb.services.readFile(abs, { purpose: 'run', notebookDir: nb.dir, maxBytes: MAX_RESULT_BYTES });
     else {
       const fs = await import('node:fs/promises');
       const st = await fs.stat(abs);

@@ -2,7 +2,6 @@
  * `setup: NAME` — the GPU, model, dtypes and endpoint for the cells after it. The same keys stand
  * inline in any cell to override the setup for that cell alone (applySetupOverrides).
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import {
@@ -18,12 +17,18 @@ import {
   type WidePart,
 } from '../catalog';
 import { hfConfigSchema, modelFromHfConfig } from '../catalog/hfConfig';
+import { lookupFile, type FileCache, type FileNeed } from '../engine/files';
 import { factsOutput } from '../engine/outputs';
 import { gpuCounts, parallelOf, parallelWords, setupWeightsResident, weightsBytes } from '../physics';
 import { quantity, suggestions, zodFindings } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
 import { finding, type Finding } from '../findings';
 import { decimalCardSize, fmtBytes, fmtIn, fmtNum, GB, GiB } from '../units';
+import { credentialRefusal, redactUrlsIn } from '../urls';
+
+/** Where an endpoint's key goes instead of its URL, on either host. */
+export const KEY_HINT =
+  'set its key with "InfLab: Set API Key" in the editor, or INFLAB_API_KEYS="http://host:8000=KEY" for the CLI';
 
 export const SETUP_KEYS = [
   'gpu',
@@ -106,6 +111,8 @@ export function applySetupOverrides(
   name: string,
   /** A setup cell must end complete; an inline override without a setup above simply yields none. */
   requireComplete = false,
+  /** Files read beforehand through the host (setupNeeds says which); none: a config is not read. */
+  files: FileCache = new Map(),
 ): { setup?: Setup; findings: Finding[] } {
   const findings: Finding[] = [];
   let gpu: Gpu | undefined = base?.gpu;
@@ -247,7 +254,7 @@ export function applySetupOverrides(
       const r = modelObject.safeParse(m);
       if (!r.success) findings.push(...zodFindings(r.error, modelObject, ['model']));
       else {
-        const loaded = loadModelConfig(r.data.config, dir, r.data.name);
+        const loaded = loadModelConfig(r.data.config, dir, files, r.data.name);
         if ('error' in loaded) findings.push(loaded.error);
         else model = loaded.model;
       }
@@ -300,8 +307,10 @@ export function applySetupOverrides(
   }
   if (keys.endpoint !== undefined) {
     const r = endpointSchema.safeParse(keys.endpoint);
-    if (r.success) endpoint = r.data;
-    else findings.push(finding('error', 'schema', endpointMessage(keys.endpoint), ['endpoint']));
+    const refused = r.success ? credentialRefusal(r.data, 'endpoint', KEY_HINT) : undefined;
+    if (refused) findings.push(finding('error', 'endpoint-credentials', refused, ['endpoint']));
+    else if (r.success) endpoint = r.data;
+    else findings.push(finding('error', 'schema', redactUrlsIn(endpointMessage(keys.endpoint)), ['endpoint']));
   }
 
   if (!gpu || !model) {
@@ -335,23 +344,38 @@ export function applySetupOverrides(
   };
 }
 
-function loadModelConfig(rel: string, dir: string, name?: string): { model: ModelSpec } | { error: Finding } {
+/** The files the setup keys among `data` name: a model's config.json. */
+export function setupNeeds(data: Record<string, unknown>, dir: string): FileNeed[] {
+  const m = data.model;
+  if (m && typeof m === 'object' && typeof (m as { config?: unknown }).config === 'string')
+    return [{ path: path.resolve(dir, (m as { config: string }).config), want: 'text' }];
+  return [];
+}
+
+function loadModelConfig(
+  rel: string,
+  dir: string,
+  files: FileCache,
+  name?: string,
+): { model: ModelSpec } | { error: Finding } {
   const abs = path.resolve(dir, rel);
   const at = ['model', 'config'];
-  let text: string;
-  try {
-    text = fs.readFileSync(abs, 'utf8');
-  } catch (e) {
+  const read = lookupFile(files, { path: abs, want: 'text' });
+  if (!read || !('text' in read)) {
+    const why = !read ? 'it was not read' : 'error' in read ? read.error.message : 'it was not read';
+    const code = read && 'error' in read ? read.error.code : undefined;
     return {
-      error: finding(
-        'error',
-        'config-not-found',
-        `Cannot read ${rel} (resolved to ${abs}): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
-        at,
-        { fix: 'give the path of a Hugging Face config.json relative to the notebook' },
-      ),
+      error: finding('error', 'config-not-found', `Cannot read ${rel} (resolved to ${abs}): ${why}`, at, {
+        fix:
+          code === 'outside-workspace'
+            ? "run the cell to confirm reading it, or copy the config.json into the notebook's folder"
+            : code === 'restricted'
+              ? 'trust the workspace to read it'
+              : 'give the path of a Hugging Face config.json relative to the notebook',
+      }),
     };
   }
+  const text = read.text;
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -14,8 +14,8 @@ interface Running {
 export class SimEndpoints {
   private readonly servers = new Map<string, Promise<Running>>();
 
-  /** `speed` > 1 runs the simulator faster than simulated time (INFLAB_SIM_SPEED; default 1). */
-  constructor(private readonly speed = Number(process.env.INFLAB_SIM_SPEED) || 1) {}
+  /** `speed` > 1 runs the simulator faster than simulated time (a host setting; default 1). */
+  constructor(private readonly speed = 1) {}
 
   async url(setup?: Setup): Promise<string> {
     const key = setup

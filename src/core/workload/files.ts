@@ -16,7 +16,8 @@ const MAX_WORKLOAD_BYTES = 512 * 1024 * 1024;
 export async function readWorkloadFile(nb: NotebookContext, rel: string): Promise<string> {
   const abs = path.resolve(nb.dir, rel);
   try {
-    if (nb.services.readFile) return await nb.services.readFile(abs);
+    if (nb.services.readFile)
+      return await nb.services.readFile(abs, { purpose: 'run', notebookDir: nb.dir, maxBytes: MAX_WORKLOAD_BYTES });
     const fs = await import('node:fs/promises');
     const st = await fs.stat(abs);
     if (!st.isFile()) throw new Error('not a regular file');
