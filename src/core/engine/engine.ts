@@ -38,9 +38,24 @@ export function createNotebookContext(dir: string, services: Services = {}): Not
   };
 }
 
+/**
+ * parseCell, remembered for the last few sources: the files a cell needs are found from the same
+ * parse that prepareCell then uses (a parse is never mutated: prepareCell copies what it edits).
+ */
+const parsedCells = new Map<string, ParsedCell>();
+function parseCellOnce(source: string): ParsedCell {
+  let p = parsedCells.get(source);
+  if (!p) {
+    p = parseCell(source);
+    parsedCells.set(source, p);
+    if (parsedCells.size > 64) parsedCells.delete(parsedCells.keys().next().value!);
+  }
+  return p;
+}
+
 /** The files a cell's source names (a setup's model config, a kind's own inputs), from its raw YAML. */
 export function cellNeeds(source: string, dir: string): FileNeed[] {
-  const parsed = parseCell(source);
+  const parsed = parseCellOnce(source);
   if (parsed.errors.length || !parsed.data || typeof parsed.data !== 'object') return [];
   const data = parsed.data as Record<string, unknown>;
   const needs = setupNeeds(data, dir);
@@ -115,7 +130,7 @@ function unknownKind(parsed: ParsedCell): Finding {
 
 /** Parse, pick the kind, validate, resolve the setup. No I/O: files come from nb.files (loadCellFiles). */
 export function prepareCell(source: string, cellIndex: number, nb: NotebookContext): Prepared {
-  const parsed = parseCell(source);
+  const parsed = parseCellOnce(source);
   const out: Prepared = { parsed, findings: [...parsed.errors] };
   if (parsed.errors.length) return out;
   const kind = findKind(parsed.kindKey, parsed.kindValue);
