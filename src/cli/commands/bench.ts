@@ -15,6 +15,7 @@ import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 import { command, type CommandSpec, type OptSpec, type Parsed } from '../args';
 import { onInterrupt } from '../interrupt';
 import { cannotWrite, printCellText, progressPrinter } from '../io';
+import { credentialRefusal } from '../../core/urls';
 import { cliServices } from '../services';
 import { UsageError } from '../usage';
 
@@ -132,6 +133,13 @@ function buildCells(values: Parsed['values']): Built {
     throw new UsageError(
       'give --endpoint URL (an OpenAI-compatible server, e.g. http://localhost:8000) or --endpoint sim',
     );
+  // Credentials in the URL are refused before the URL is quoted anywhere (redacted even then).
+  const refused = credentialRefusal(
+    endpoint,
+    '--endpoint',
+    'give its key in INFLAB_API_KEY (the --endpoint key) or INFLAB_API_KEYS="http://host:8000=KEY"',
+  );
+  if (refused) throw new UsageError(refused);
   const setup: Record<string, unknown> = { setup: 'cli' };
   for (const f of Object.keys(SETUP_FLAGS)) {
     const v = values[f];
