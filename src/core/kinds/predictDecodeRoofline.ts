@@ -6,7 +6,16 @@ import type { KindModule } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import { finding } from '../findings';
-import { decodeRoofline, MOE_WEIGHTS, parallelWords, type DecodeRow, type MoeWeights } from '../physics';
+import {
+  decodeRoofline,
+  dollarsPerMtok,
+  fmtDollarsPerMtok,
+  MOE_WEIGHTS,
+  parallelWords,
+  setupPricePerHour,
+  type DecodeRow,
+  type MoeWeights,
+} from '../physics';
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords, setupLabel } from './predictShared';
@@ -102,6 +111,7 @@ export const decodeRooflineKind: KindModule<Cell> = {
     const pp = r.pipeline_parallel;
     const multi = tp * pp > 1;
     const link = setup.gpu.interconnect;
+    const perHour = setupPricePerHour(setup);
     const table = tableOutput<DecodeRow>(
       `Decode roofline — ${setupLabel(setup)}, ${contextNote}${multi ? `, ${parallelWords(setup)}` : ''}`,
       [
@@ -125,6 +135,15 @@ export const decodeRooflineKind: KindModule<Cell> = {
           label: r.data_parallel > 1 ? 'aggregate tok/s (per replica)' : 'aggregate tok/s',
           fmt: (v) => fmtNum(v, 0),
         },
+        ...(perHour !== undefined
+          ? [
+              {
+                key: 'aggregate_tok_s' as const,
+                label: `$ per M tok (${parallelWords(setup)} at $${fmtNum(perHour, 2)}/h)`,
+                fmt: (v: number) => fmtDollarsPerMtok(dollarsPerMtok(perHour, v * r.data_parallel)),
+              },
+            ]
+          : []),
         { key: 'bound', label: 'bound by' },
       ],
       r.rows,

@@ -13,7 +13,15 @@ import { fitFindings } from '../checks/fit';
 import { LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { finding, type Finding } from '../findings';
-import { decodeRoofline, parallelWords, prefillFloorSimple, weightsBytes } from '../physics';
+import {
+  decodeRoofline,
+  dollarsPerMtok,
+  fmtDollarsPerMtok,
+  parallelWords,
+  prefillFloorSimple,
+  setupPricePerHour,
+  weightsBytes,
+} from '../physics';
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords } from './predictShared';
@@ -123,6 +131,8 @@ export interface ServingPoint {
   /** Fractions of the point's wall time. */
   time_share: { decode: number; prefill: number; overhead: number; idle: number };
   little_error: number;
+  /** With a priced setup: $ per million output and total tokens at this point's throughput. */
+  cost?: { price_per_hour: number; usd_per_mtok_output: number; usd_per_mtok_total: number };
 }
 
 const ms = (v: number) => (Number.isFinite(v) ? fmtNum(v, v < 10 ? 2 : 1) : '—');
@@ -358,6 +368,15 @@ export const servingKind: KindModule<Cell> = {
       })),
       `All latencies in ms. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}.`,
     );
+    // A priced setup: every throughput also reads as $ per million tokens (all the setup's GPUs rented).
+    const perHour = setupPricePerHour(setup);
+    if (perHour !== undefined)
+      for (const p of points)
+        p.cost = {
+          price_per_hour: perHour,
+          usd_per_mtok_output: dollarsPerMtok(perHour, p.metrics.output_throughput),
+          usd_per_mtok_total: dollarsPerMtok(perHour, p.metrics.total_token_throughput),
+        };
     const gap = tableOutput(
       `Throughput and the gap to the decode roofline (live context ${fmtNum(liveContext, 0)} tokens)`,
       [
@@ -367,6 +386,12 @@ export const servingKind: KindModule<Cell> = {
         { key: 'ovh', label: '− overhead', fmt: (v) => fmtNum(-v, 0) },
         { key: 'pre', label: '− prefill & sched.', fmt: (v) => fmtNum(-v, 0) },
         { key: 'sim', label: '= predicted tok/s', fmt: (v) => fmtNum(v, 0) },
+        ...(perHour !== undefined
+          ? [
+              { key: 'usd_out' as const, label: '$ per M output tok', fmt: fmtDollarsPerMtok },
+              { key: 'usd_total' as const, label: '$ per M total tok', fmt: fmtDollarsPerMtok },
+            ]
+          : []),
         { key: 'ratio', label: 'of roofline', fmt: pct },
         { key: 'share', label: 'time: decode/prefill/overhead/idle' },
         { key: 'hit', label: 'prefix hits', fmt: pct },
@@ -384,6 +409,12 @@ export const servingKind: KindModule<Cell> = {
         ovh: p.overhead_loss_tok_s,
         pre: p.prefill_loss_tok_s,
         sim: p.simulated_tok_s,
+        ...(perHour !== undefined
+          ? {
+              usd_out: dollarsPerMtok(perHour, p.metrics.output_throughput),
+              usd_total: dollarsPerMtok(perHour, p.metrics.total_token_throughput),
+            }
+          : {}),
         ratio: p.simulated_tok_s / p.roofline_tok_s,
         share:
           [p.time_share.decode, p.time_share.prefill, p.time_share.overhead, p.time_share.idle]

@@ -15,6 +15,7 @@ import {
 } from './parallel';
 
 export * from './parallel';
+export * from './cost';
 
 export interface PeakInfo {
   /** Dtype whose peak is used. */
