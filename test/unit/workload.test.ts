@@ -258,3 +258,63 @@ test('capacity search: brackets by doubling, bisects to the stated precision, an
   assert.equal(none.best, undefined);
   assert.equal(none.converged, false);
 });
+
+test('dataset files: JSONL rows (text, token ids or lengths) and ShareGPT conversations become the requests', async () => {
+  const { parseDataset } = await import('../../src/core/workload/files');
+  const jsonl = [
+    JSON.stringify({ prompt: 'hello world', output_len: 5 }),
+    JSON.stringify({ prompt_token_ids: [200, 201, 202], output_len: 7 }),
+    JSON.stringify({ input_len: 64, output_len: 9 }),
+  ].join('\n');
+  const rows = parseDataset(jsonl, 'd.jsonl', 151_936);
+  assert.deepEqual(
+    rows.map((r) => [r.input, r.output]),
+    [
+      [11, 5],
+      [3, 7],
+      [64, 9],
+    ],
+  );
+  const p = planner({ dataset: rows });
+  const reqs = draw(p, 4);
+  assert.equal(reqs[0].text, 'hello world');
+  assert.deepEqual([...reqs[1].prompt], [200, 201, 202]);
+  assert.equal(reqs[2].prompt.length, 64);
+  assert.equal(reqs[3].prompt.length, 11, 'rows wrap around');
+  const share = JSON.stringify([
+    {
+      id: 'a',
+      conversations: [
+        { from: 'human', value: 'abcd' },
+        { from: 'gpt', value: 'xyz!!!' },
+      ],
+    },
+    { id: 'b', conversations: [{ from: 'gpt', value: 'no question' }] },
+  ]);
+  const sg = parseDataset(share, 'sg.json', 151_936);
+  assert.deepEqual(
+    sg.map((r) => [r.input, r.output]),
+    [[4, 6]],
+  );
+  assert.throws(() => parseDataset('{"output_len": 3}', 'bad.jsonl', 100), /bad.jsonl:1: each row needs "prompt"/);
+  // predict: serving runs a dataset from a file beside the notebook.
+  const { createNotebookContext, runCell } = await import('../../src/core/engine/engine');
+  const fs = await import('node:fs');
+  const os = await import('node:os');
+  const path = await import('node:path');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-dataset-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'd.jsonl'), jsonl);
+    const nb = createNotebookContext(dir, {});
+    await runCell('setup: w\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', 0, nb);
+    const r = await runCell(
+      'predict: serving\ninput: 30\noutput: 7\nconcurrency: [2]\nrequests: 6\ndataset: {file: d.jsonl}',
+      1,
+      nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    assert.equal((r.values as any).points[0].metrics.completed, 6);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -25,8 +25,8 @@ import {
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords } from './predictShared';
-import { parseLengths, parseTrace, readWorkloadFile } from '../workload/files';
-import { meanLength, RequestPlanner, type LoadedLengths } from '../workload/plan';
+import { parseDataset, parseLengths, parseTrace, readWorkloadFile } from '../workload/files';
+import { meanLength, RequestPlanner, type DatasetRow, type LoadedLengths } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
 
 const schema = z
@@ -536,7 +536,10 @@ async function loadWorkload(cell: Cell, nb: NotebookContext) {
         blockSize: cell.trace.block_size,
       }
     : undefined;
-  const plain = 'value' in cell.input && 'value' in cell.output && !cell.shared_prefix && !cell.sessions && !trace;
+  const datasetText = cell.dataset ? await read(cell.dataset.file) : undefined;
+  let dataset: DatasetRow[] | undefined;
+  const plain =
+    'value' in cell.input && 'value' in cell.output && !cell.shared_prefix && !cell.sessions && !trace && !cell.dataset;
   return {
     loaded,
     trace,
@@ -552,6 +555,9 @@ async function loadWorkload(cell: Cell, nb: NotebookContext) {
             sessions: cell.sessions,
             trace,
             loaded,
+            dataset: cell.dataset
+              ? (dataset ??= parseDataset(datasetText!, cell.dataset.file, vocab, cell.dataset.format))
+              : undefined,
           }),
   };
 }

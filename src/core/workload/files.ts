@@ -7,7 +7,8 @@
 import * as path from 'node:path';
 import { z } from 'zod';
 import type { NotebookContext } from '../engine/types';
-import type { TraceRow } from './plan';
+import { tokenize } from '../sim/tokenizer';
+import type { DatasetRow, TraceRow } from './plan';
 
 /** Workload files are text of at most this many bytes (a 1M-request trace is ~100 MB). */
 const MAX_WORKLOAD_BYTES = 512 * 1024 * 1024;
@@ -95,4 +96,80 @@ export function parseLengths(text: string, file: string): number[] {
   });
   if (!out.length) throw new WorkloadFileError(`${file}: no lengths`);
   return out;
+}
+
+const jsonlRow = z
+  .object({
+    prompt: z.string().optional(),
+    prompt_token_ids: z.array(z.number().int().min(0)).optional(),
+    input_len: z.number().int().positive().optional(),
+    output_len: z.number().int().positive().optional(),
+  })
+  .loose()
+  .refine((r) => r.prompt !== undefined || r.prompt_token_ids !== undefined || r.input_len !== undefined, {
+    message: 'each row needs "prompt", "prompt_token_ids" or "input_len"',
+  });
+
+const sharegptRow = z
+  .object({
+    conversations: z.array(z.object({ from: z.string(), value: z.string() }).loose()),
+  })
+  .loose();
+
+/**
+ * Dataset rows. Text is counted in the simulated server's tokens (one a character) so that
+ * `predict: serving` and `endpoint: sim` agree; a live bench re-counts through the server's
+ * /tokenize. A ShareGPT row is its first human turn and the first reply after it (the reply's length
+ * is the output length, as vLLM's sharegpt sampling does); rows without both are skipped.
+ */
+export function parseDataset(text: string, file: string, vocab: number, format?: 'jsonl' | 'sharegpt'): DatasetRow[] {
+  const fmt = format ?? (text.trimStart().startsWith('[') ? 'sharegpt' : 'jsonl');
+  const rows: DatasetRow[] = [];
+  if (fmt === 'sharegpt') {
+    let j: unknown;
+    try {
+      j = JSON.parse(text);
+    } catch (e) {
+      throw new WorkloadFileError(
+        `${file}: not JSON (${(e as Error).message}); ShareGPT is a JSON array of {conversations: [...]}`,
+      );
+    }
+    if (!Array.isArray(j)) throw new WorkloadFileError(`${file}: ShareGPT is a JSON array of {conversations: [...]}`);
+    j.forEach((raw) => {
+      const r = sharegptRow.safeParse(raw);
+      if (!r.success) return;
+      const c = r.data.conversations;
+      const h = c.findIndex((t) => t.from === 'human' || t.from === 'user');
+      const reply = h >= 0 ? c.slice(h + 1).find((t) => t.from === 'gpt' || t.from === 'assistant') : undefined;
+      if (h < 0 || !reply || !c[h].value || !reply.value) return;
+      const ids = Uint32Array.from(tokenize(c[h].value, vocab));
+      rows.push({ ids, text: c[h].value, input: ids.length, output: Math.max(1, tokenize(reply.value, vocab).length) });
+    });
+  } else {
+    const lines = text.split(/\r?\n/);
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i].trim();
+      if (!line) continue;
+      let j: unknown;
+      try {
+        j = JSON.parse(line);
+      } catch {
+        throw new WorkloadFileError(
+          `${file}:${i + 1}: not JSON; each line is {"prompt": "…" | "prompt_token_ids": [..] | "input_len": N, "output_len": N}`,
+        );
+      }
+      const r = jsonlRow.safeParse(j);
+      if (!r.success)
+        throw new WorkloadFileError(`${file}:${i + 1}: ${r.error.issues.map((x) => x.message).join('; ')}`);
+      const d = r.data;
+      const ids = d.prompt_token_ids
+        ? Uint32Array.from(d.prompt_token_ids)
+        : d.prompt !== undefined
+          ? Uint32Array.from(tokenize(d.prompt, vocab))
+          : undefined;
+      rows.push({ ids, text: d.prompt, input: ids?.length ?? d.input_len!, output: d.output_len });
+    }
+  }
+  if (!rows.length) throw new WorkloadFileError(`${file}: no usable rows`);
+  return rows;
 }

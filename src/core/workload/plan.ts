@@ -17,6 +17,8 @@ export interface PlannedRequest {
   arrivalS?: number;
   /** Shared-prefix workloads: the group whose prefix the prompt starts with. */
   group?: number;
+  /** Dataset rows given as text: the text (a live bench sends it; `prompt` is its simulated-server ids). */
+  text?: string;
   /** Multi-turn sessions: which session, and which turn of it (0 = first). */
   session?: number;
   turn?: number;
@@ -26,6 +28,15 @@ export interface PlannedRequest {
 export interface LoadedLengths {
   input?: number[];
   output?: number[];
+}
+
+/** One row of a dataset file: the prompt's ids (or only its length), the text it came from, its output length. */
+export interface DatasetRow {
+  ids?: Uint32Array;
+  text?: string;
+  input: number;
+  /** Absent: drawn from the cell's `output`. */
+  output?: number;
 }
 
 export interface TraceRow {
@@ -45,6 +56,8 @@ export interface PlanOptions {
   trace?: { rows: TraceRow[]; speed: number; blockSize: number };
   loaded?: LoadedLengths;
   sessions?: SessionSpec;
+  /** Dataset rows, taken in order (wrapping). */
+  dataset?: DatasetRow[];
   /** Open loop under a rate schedule: each request's send time, s (see schedule.ts). */
   arrivals?: number[];
 }
@@ -147,6 +160,13 @@ export class RequestPlanner {
     const index = this.i++;
     const tr = this.o.trace;
     if (tr) return this.traceRequest(index, tr);
+    const ds = this.o.dataset;
+    if (ds?.length) {
+      const row = ds[index % ds.length];
+      const prompt = row.ids ?? new Uint32Array(row.input);
+      if (!row.ids) fill(prompt, 0, row.input, this.rng, this.o.vocab);
+      return { index, prompt, output: row.output ?? this.outLen(), text: row.text };
+    }
     const input = this.inLen();
     const output = this.outLen();
     const sp = this.o.sharedPrefix;

@@ -72,9 +72,23 @@ export const sessionSpec = z
   .strict();
 export type SessionSpec = z.output<typeof sessionSpec>;
 
+/**
+ * A dataset file: JSONL of {prompt | prompt_token_ids | input_len, output_len} (vLLM's custom
+ * dataset shape), or ShareGPT JSON ([{conversations: [{from: human, value}, {from: gpt, value}]}]).
+ * Requests take its rows in order (wrapping); `input`/`output` then describe only the mean.
+ */
+export const datasetSpec = z
+  .object({
+    file: z.string().min(1),
+    format: z.enum(['jsonl', 'sharegpt']).optional(),
+  })
+  .strict();
+export type DatasetSpec = z.output<typeof datasetSpec>;
+
 /** The workload keys a bench or serving cell accepts beside its input/output lengths. */
 export const workloadKeys = {
   shared_prefix: sharedPrefixSpec.optional(),
   trace: traceSpec.optional(),
   sessions: sessionSpec.optional(),
+  dataset: datasetSpec.optional(),
 };
