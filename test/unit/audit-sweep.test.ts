@@ -310,10 +310,13 @@ test('a glob reads rotated logs oldest first as one timeline, citing file:line',
   assert.match(cont.message, /rot\.log:\d+/);
 });
 
-test('heartbeat: a batch-1 run that straddles two windows reads low in the log', () => {
+test('heartbeat: a batch-1 run that straddles two windows, idle on both sides, reads low in the log', () => {
   const l = (stamp: string, g: number, run: number) =>
     `INFO 07-25 ${stamp} [loggers.py:122] Engine 000: Avg prompt throughput: ${run ? 100 : 0}.0 tokens/s, Avg generation throughput: ${g} tokens/s, Running: ${run} reqs, Waiting: 0 reqs, GPU KV cache usage: 0.4%, Prefix cache hit rate: 0.0%`;
-  const facts = auditText([l('11:00:10', 58.8, 1), l('11:00:20', 58.8, 1)].join('\n'));
+  // The idle windows on both sides are what shows that the run's windows include idle time.
+  const facts = auditText(
+    [l('11:00:00', 0, 0), l('11:00:10', 58.8, 1), l('11:00:20', 58.8, 1), l('11:00:30', 0, 0)].join('\n'),
+  );
   const { findings } = analyzeFacts(facts);
   const hb = findings.find((f) => f.code === 'audit-heartbeat-not-instrument');
   assert.ok(hb);

@@ -11,6 +11,8 @@ import { DTYPE_BYTES } from '../catalog/types';
 import { fmtNum, GiB, GIB_IN_GB } from '../units';
 import type { AuditFacts, WindowSeries } from './parse';
 import type { Segment, Timeline } from './timeline';
+import { dialectById } from './dialect';
+import { logFindings } from './logFindings';
 
 export interface AuditFindingOptions {
   setup?: Setup;
@@ -73,35 +75,7 @@ export function auditFindings(facts: AuditFacts, tl: Timeline, opts: AuditFindin
   out.push(...samplerFindings(facts, at));
   out.push(...preemptionFindings(facts, tl, at));
   out.push(...kvFullFindings(facts, w, tl, opts.kvFullPct ?? 95, at));
-  if (!w.length && facts.lines > 0) {
-    out.push(
-      finding(
-        'info',
-        'audit-no-stats',
-        `No periodic stats lines in ${fmtNum(facts.lines, 0)} lines: no timeline, no segments.`,
-        at,
-        {
-          cause:
-            'The server ran with --disable-log-stats, or the log holds only startup, or this is not a vLLM server log.',
-          fix: 'restart vLLM without --disable-log-stats (it prints a stats line every 10 s while busy), or audit a /metrics URL instead',
-        },
-      ),
-    );
-  }
-  if (facts.unknown_lines > 0 && facts.unknown_lines > 0.2 * facts.lines) {
-    const s = facts.unknown_samples[0];
-    out.push(
-      finding(
-        'info',
-        'audit-unknown-lines',
-        `${fmtNum(facts.unknown_lines, 0)} of ${fmtNum(facts.lines, 0)} lines are not in vLLM's log format (first at ${cite(facts, s.line)}: "${s.text.slice(0, 80)}").`,
-        at,
-        {
-          cause: 'Tracebacks, progress bars, or another program writing to the same file.',
-        },
-      ),
-    );
-  }
+  out.push(...logFindings(facts, at, cite));
   return out;
 }
 
@@ -216,7 +190,11 @@ function kvPoolFindings(
 /**
  * V1's hit rate is rolling over the last 1,000 requests, so a segment's own requests show as a
  * rise: a window above the threshold and above the window before it means this point's requests
- * hit the cache more than the ones before. A rate that only decays is carry-over from earlier.
+ * hit the cache more than the ones before. A rate that only decays is carry-over from earlier. One
+ * window is no evidence (one repeated request moves it), and a window with none before it has
+ * nothing to rise from: it takes a rise from a window before and a rate above the threshold in at
+ * least two of the point's windows. The log shows that requests hit, not why: the causes are
+ * offered as possibilities.
  */
 function contamination(
   facts: AuditFacts,
@@ -227,29 +205,39 @@ function contamination(
 ): Finding | undefined {
   if (s.hit_max_pct === null || s.hit_max_pct <= thr) return undefined;
   const w = facts.windows;
-  const prevHit = (i: number) => {
+  const prevHit = (i: number): number | undefined => {
     for (let j = i - 1; j >= 0; j--) if (!Number.isNaN(w.hit[j])) return w.hit[j];
-    return 0;
+    return undefined;
   };
   const rising: number[] = [];
-  for (let i = s.first; i <= lastOwn; i++) if (w.hit[i] > thr && w.hit[i] - prevHit(i) >= 0.5) rising.push(i);
-  if (!rising.length) return undefined;
+  for (let i = s.first; i <= lastOwn; i++) {
+    const p = prevHit(i);
+    if (p !== undefined && w.hit[i] > thr && w.hit[i] - p >= 0.5) rising.push(i);
+  }
+  let above = 0;
+  for (let i = s.first; i <= lastOwn; i++) if (w.hit[i] > thr) above++;
+  if (!rising.length || above < 2) return undefined;
+  const d = dialectById(facts.dialect);
   const before = prevHit(s.first);
   const lines: [number, string][] = rising
     .slice(0, 6)
-    .map((i) => [w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}% (was ${fmtNum(prevHit(i), 1)}%)`]);
+    .map((i) => [w.line[i], `prefix cache hit rate ${fmtNum(w.hit[i], 1)}% (was ${fmtNum(prevHit(i)!, 1)}%)`]);
+  const from = before === undefined ? 'from its first window' : `from ${fmtNum(before, 1)}% before it`;
   return finding(
     'warning',
     'audit-prefix-cache-contamination',
-    `Prefix-cache hit rate rose in ${segName(s)} (from ${fmtNum(before, 1)}% before it to a peak of ${fmtNum(s.hit_max_pct, 1)}%; rising in ${rising.length} of ${s.windows} windows, ${citeList(
+    `Prefix-cache hit rate rose in ${segName(s)} (${from} to a peak of ${fmtNum(s.hit_max_pct, 1)}%; rising in ${rising.length} of ${s.windows} windows, ${citeList(
       facts,
       rising.map((i) => w.line[i]),
-    )}): this point was partly served from the cache, so its TTFT and prompt throughput measure cache hits, not prefill.`,
+    )}): this point's requests were partly served from the cache, so its TTFT and prompt throughput partly measure cache hits, not prefill.`,
     at,
     {
-      cause:
-        "The benchmark regenerated prompts the server had already seen (one fixed seed for every sweep point), so later points hit vLLM's prefix cache. The log's rate is rolling over the last 1,000 requests: a rise means this point's requests hit.",
-      fix: 'use a fresh seed per point ("seed: per-point"), or run the server with prefix caching off (--no-enable-prefix-caching), and prove each point clean with Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries',
+      cause: `The log shows that requests hit the cache, not why. Possibly: prompts repeated across points (one fixed seed for every point), requests sharing a long common prefix (a system prompt, a chat history), or a client retrying requests.${
+        d.id === 'vllm'
+          ? " vLLM's rate is rolling over the last 1,000 requests: a rise means this point's requests hit."
+          : ''
+      }`,
+      fix: d.remedies.prefixCache,
       related: related(facts, lines),
     },
   );
@@ -324,6 +312,20 @@ function interference(facts: AuditFacts, w: WindowSeries, s: Segment, at: CellPa
 
 // ------------------------------------------------------------------------------------------------
 
+/**
+ * Which edge windows of a segment straddle idle time the log shows: idle windows or a gap (V1 stops
+ * printing while idle) next to them, and no request waiting at the window's tick (a queue means
+ * the engine had work all through). A segment that starts the log has no idle shown before it.
+ */
+function idleEdges(w: WindowSeries, tl: Timeline, k: number): { first: boolean; last: boolean } {
+  const s = tl.segments[k];
+  const next = tl.segments[k + 1];
+  const saturated = (i: number) => w.waiting[i] > 0;
+  const before = s.starts_after === 'idle' || (s.starts_after === 'start' && s.first > 0);
+  const after = next ? next.starts_after === 'idle' : s.last < w.length - 1;
+  return { first: before && !saturated(s.first), last: after && !saturated(s.last) };
+}
+
 /** The log's own mean over its span (idle and missing windows count) against the busy windows' mean. */
 export function heartbeatMeans(
   w: WindowSeries,
@@ -336,12 +338,17 @@ export function heartbeatMeans(
   let sum = 0;
   for (let i = first; i <= last; i++) sum += w.gen[i];
   const slots = last - first + 1 + countMissing(w, first, last, tl.interval_s);
-  // Busy-only: interior windows of each segment (the edges straddle idle time).
+  // Busy-only: each segment without the edge windows that straddle idle time.
   let bs = 0;
   let bn = 0;
-  for (const s of tl.segments) {
-    const lo = s.windows >= 3 ? s.first + 1 : s.first;
-    const hi = s.windows >= 3 ? s.last - 1 : s.last;
+  for (const [k, s] of tl.segments.entries()) {
+    const e = idleEdges(w, tl, k);
+    let lo = e.first ? s.first + 1 : s.first;
+    let hi = e.last ? s.last - 1 : s.last;
+    if (lo > hi) {
+      lo = s.first;
+      hi = s.last;
+    }
     for (let i = lo; i <= hi; i++) {
       bs += w.gen[i];
       bn++;
@@ -358,10 +365,15 @@ function heartbeat(facts: AuditFacts, tl: Timeline, at: CellPath): Finding | und
   const first = tl.segments[0].first;
   const last = tl.segments[tl.segments.length - 1].last;
   const { log_mean_gen_tok_s: logMean, busy_mean_gen_tok_s: busyMean, slots } = hm;
-  const short = tl.segments.filter((s) => s.windows < 3);
+  // Short segments whose windows the log shows bordering idle time: their rate is a lower bound.
+  const short = tl.segments.filter((s, k) => {
+    if (s.windows >= 3) return false;
+    const e = idleEdges(w, tl, k);
+    return e.first || e.last;
+  });
   if (!(busyMean > 0) || (logMean / busyMean > 0.9 && !short.length)) return undefined;
   const shortNote = short.length
-    ? ` ${short.length} segment${short.length > 1 ? 's span' : ' spans'} fewer than 3 windows (${short.map((s) => segName(s)).join('; ')}): every window there includes idle time, so its log rate (${short.map((s) => `${fmtNum(s.mean_gen_tok_s, 1)} tok/s`).join(', ')}) is a lower bound, not the run's rate.`
+    ? ` ${short.length} segment${short.length > 1 ? 's span' : ' spans'} fewer than 3 windows next to idle time the log shows (${short.map((s) => segName(s)).join('; ')}): a window there includes idle time, so the log rate (${short.map((s) => `${fmtNum(s.mean_gen_tok_s, 1)} tok/s`).join(', ')}) is a lower bound, not the run's rate.`
     : '';
   return finding(
     'info',

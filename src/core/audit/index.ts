@@ -15,9 +15,15 @@ import type { AuditFacts } from './parse';
 import { auditFiles, type AuditFileOptions, type AuditTimings } from './read';
 import { timelineSpec } from './plot';
 import { buildTimeline, type Segment, type Timeline } from './timeline';
+import { dialectById } from './dialect';
 
-export { classifyLine, LogAuditor, LogClock, WindowSeries } from './parse';
+export { classifyLine, LogAuditor, LogClock, WindowSeries, MAX_LINE_BYTES } from './parse';
 export type { AuditFacts, Classified, LineKind, StatsFields, StatsWindow } from './parse';
+export { peelLine, LineReader } from './lineReader';
+export { DIALECTS, VLLM, SGLANG, dialectById } from './dialect';
+export type { LogDialect, DialectId } from './dialect';
+export { classifySglang } from './sglang/classify';
+export { redactSecrets, quoteLine } from './quote';
 export { auditChunks, auditFile, auditFiles, auditText, feedFile } from './read';
 export type { AuditTimings } from './read';
 export { buildTimeline, isIdle } from './timeline';
@@ -97,6 +103,21 @@ function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
     status_codes: f.access.by_status,
     routes: f.access.by_route,
     heartbeat: heartbeatMeans(f.windows, tl) ?? null,
+    server: f.dialect ?? null,
+    weights_unit_note: f.weights_gib?.note ?? null,
+    pool_tokens_total: f.pool_tokens?.total ?? null,
+    engines: f.engines.map((e) => ({ ...e })),
+    parallel: { ...f.parallel },
+    spec_decode: f.spec_decode ?? null,
+    kv_transfer: f.kv_transfer ?? null,
+    stats_extras: f.stats_extras,
+    crashes: f.crashes.map((c) => ({ ...c })),
+    parse_warnings: f.parse_warnings.length,
+    long_lines: f.long_lines.count,
+    informative_unknown_lines: f.informative_unknown.count,
+    wrappers: f.wrappers,
+    rejoined_lines: f.rejoined_lines,
+    split_lines: f.split_lines,
     first_stamp: f.first_stamp ?? null,
     last_stamp: f.last_stamp ?? null,
   };
@@ -161,23 +182,37 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
 function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, { kind: 'files' }>): CellOutput {
   const rows: [string, string][] = [];
   const L = (line: number) => ` (line ${line})`;
-  if (f.version) rows.push(['vLLM version', f.version.value + L(f.version.line)]);
+  const d = dialectById(f.dialect);
+  if (f.version) rows.push([`${d.name} version`, f.version.value + L(f.version.line)]);
   if (f.model) rows.push(['model', f.model.value + L(f.model.line)]);
   if (f.weights_gib)
     rows.push([
       'weights',
-      `${f.weights_gib.value} GiB${f.model_load_s ? `, loaded in ${fmtNum(f.model_load_s.value, 1)} s` : ''}${L(f.weights_gib.line)}`,
+      `${f.weights_gib.value} GiB${f.weights_gib.note ? ` (${f.weights_gib.note})` : ''}${f.model_load_s ? `, loaded in ${fmtNum(f.model_load_s.value, 1)} s` : ''}${L(f.weights_gib.line)}`,
+    ]);
+  if (f.device_memory_gib)
+    rows.push([
+      'device memory at startup',
+      `${f.device_memory_gib.free_gib} of ${f.device_memory_gib.value} GiB free${L(f.device_memory_gib.line)}`,
     ]);
   if (f.available_kv_gib)
     rows.push([
       'available KV cache memory',
-      `${f.available_kv_gib.value} GiB${f.available_kv_gib.workers > 1 ? ` × ${f.available_kv_gib.workers} workers` : ''}${L(f.available_kv_gib.line)}`,
+      `${f.available_kv_gib.value} GiB${f.available_kv_gib.total !== undefined ? ` per engine, ${f.available_kv_gib.total} GiB in all` : f.available_kv_gib.workers > 1 ? ` × ${f.available_kv_gib.workers} workers` : ''}${L(f.available_kv_gib.line)}`,
     ]);
-  if (f.pool_tokens)
-    rows.push([
-      'KV pool',
-      `${fmtNum(f.pool_tokens.value, 0)} tokens${f.pool_tokens.workers > 1 ? ` (printed by ${f.pool_tokens.workers} workers)` : ''}${f.pool_tokens.derived ? ` (${f.pool_tokens.derived})` : ''}${L(f.pool_tokens.line)}`,
-    ]);
+  const pool = f.pool_tokens;
+  if (pool) {
+    if (pool.engines)
+      rows.push([
+        'KV pool',
+        `${pool.engines.map((e) => `engine ${e.engine}: ${fmtNum(e.tokens, 0)}`).join(', ')} tokens; ${fmtNum(pool.total!, 0)} in all (${pool.engines.length} data-parallel engines${pool.workers > 1 ? `, each printed by ${pool.workers} workers` : ''})${L(pool.line)}`,
+      ]);
+    else
+      rows.push([
+        'KV pool',
+        `${fmtNum(pool.value, 0)} tokens${pool.workers > 1 ? ` (printed by ${pool.workers} workers)` : ''}${pool.derived ? ` (${pool.derived})` : ''}${L(pool.line)}`,
+      ]);
+  }
   if (f.max_concurrency)
     rows.push([
       `max concurrency at ${fmtNum(f.max_concurrency.tokens_per_request, 0)} tokens/request`,
@@ -189,16 +224,62 @@ function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, {
       `${f.cuda_graph_gib.value} GiB in ${f.cuda_graph_gib.seconds} s${L(f.cuda_graph_gib.line)}`,
     ]);
   if (f.engine_init_s)
-    rows.push(['engine init (profile, KV cache, warmup)', `${f.engine_init_s.value} s${L(f.engine_init_s.line)}`]);
+    rows.push([
+      'engine init (profile, KV cache, warmup)',
+      `${f.engine_init_s.value} s${f.engine_init_s.compilation_s !== undefined ? ` (compilation ${f.engine_init_s.compilation_s} s)` : ''}${L(f.engine_init_s.line)}`,
+    ]);
   if (f.sampler)
     rows.push([
       'sampler',
       `${f.sampler.value === 'flashinfer' ? 'FlashInfer' : 'PyTorch-native fallback'}${L(f.sampler.line)}`,
     ]);
+  const par = f.parallel;
+  const sizes = (['tp', 'pp', 'dp', 'ep'] as const)
+    .filter((k) => par[k] !== undefined)
+    .map((k) => `${k.toUpperCase()} ${par[k]}`);
+  if (sizes.length || par.nodes)
+    rows.push([
+      'parallelism',
+      `${sizes.join(', ')}${par.workers ? `${sizes.length ? '; ' : ''}${par.workers} worker processes` : ''}${par.nodes ? ` on ${par.nodes} node${par.nodes > 1 ? 's' : ''}` : ''}`,
+    ]);
   rows.push([
     'stats windows',
-    `${fmtNum(f.windows.length, 0)}${f.format ? ` (${f.format.toUpperCase()} engine)` : ''}`,
+    `${fmtNum(f.windows.length, 0)}${f.format ? ` (${f.format === 'sglang' ? 'SGLang' : f.format.toUpperCase() + ' engine'})` : ''}${
+      f.engines.length > 1
+        ? `; per engine: ${f.engines.map((e) => `${e.engine}: ${fmtNum(e.windows, 0)} (lines ${e.first_line}–${e.last_line})`).join(', ')}`
+        : ''
+    }`,
   ]);
+  const sd = f.spec_decode;
+  if (sd)
+    rows.push([
+      'speculative decoding',
+      `${fmtNum(sd.lines, 0)} lines (${sd.generation} wording)${sd.mean.acceptance_pct !== undefined ? `, mean acceptance ${fmtNum(sd.mean.acceptance_pct, 1)}%` : ''}${sd.mean.mean_acceptance_length !== undefined ? `, mean acceptance length ${fmtNum(sd.mean.mean_acceptance_length, 2)}` : ''}${sd.sum.accepted_tokens !== undefined && sd.sum.drafted_tokens !== undefined ? `, ${fmtNum(sd.sum.accepted_tokens, 0)} of ${fmtNum(sd.sum.drafted_tokens, 0)} drafted tokens accepted` : ''}${L(sd.first_line)}`,
+    ]);
+  if (f.kv_transfer)
+    rows.push([
+      'KV transfer (connector)',
+      `${fmtNum(f.kv_transfer.lines, 0)} lines: ${Object.entries(f.kv_transfer.mean)
+        .slice(0, 4)
+        .map(([k, v]) => `${k} ${fmtNum(v, 2)} (mean)`)
+        .join(', ')}${L(f.kv_transfer.first_line)}`,
+    ]);
+  const ex = f.stats_extras;
+  const exRows: [keyof typeof ex, string][] = [
+    ['external_prefix_hit_pct', 'external prefix cache hit rate'],
+    ['mm_hit_pct', 'MM cache hit rate'],
+    ['cpu_prefix_hit_pct', 'CPU prefix cache hit rate (V0)'],
+    ['deferred', 'deferred requests'],
+    ['corrupted', 'corrupted requests'],
+  ];
+  for (const [k, label] of exRows) {
+    const e = ex[k];
+    if (e)
+      rows.push([
+        label,
+        `in ${fmtNum(e.windows, 0)} windows, peak ${fmtNum(e.max, 1)}${k.endsWith('pct') ? '%' : ''}${L(e.first_line)}`,
+      ]);
+  }
   rows.push([
     'requests in the access log',
     `${fmtNum(f.access.requests, 0)}${
@@ -209,11 +290,26 @@ function factsTable(f: AuditFacts, t: AuditTimings, input: Extract<AuditInput, {
         : ''
     }`,
   ]);
-  rows.push(['lines', `${fmtNum(f.lines, 0)} (${fmtNum(f.unknown_lines, 0)} not in vLLM's format)`]);
+  if (f.crash_count)
+    rows.push(['errors and crashes', `${fmtNum(f.crash_count, 0)} (first${L(f.crashes[0].line).slice(0, -1)})`]);
+  const wr = Object.entries(f.wrappers);
+  if (wr.length || f.rejoined_lines || f.split_lines)
+    rows.push([
+      'read through',
+      [
+        ...wr.map(([k, n]) => `${k} ×${fmtNum(n, 0)}`),
+        ...(f.rejoined_lines ? [`${fmtNum(f.rejoined_lines, 0)} wrapped lines rejoined`] : []),
+        ...(f.split_lines ? [`${fmtNum(f.split_lines, 0)} glued lines split`] : []),
+      ].join(', '),
+    ]);
+  rows.push([
+    'lines',
+    `${fmtNum(f.lines, 0)} (${fmtNum(f.unknown_lines, 0)} not in ${d.name}'s format${f.informative_unknown.count ? `, ${fmtNum(f.informative_unknown.count, 0)} of them informative` : ''}${f.long_lines.count ? `; ${fmtNum(f.long_lines.count, 0)} too long, skipped` : ''})`,
+  ]);
   const files =
     input.paths.length === 1 ? path.basename(input.paths[0]) : `${input.paths.length} files matching ${input.pattern}`;
   return factsOutput(
-    `vLLM log — ${files}`,
+    `${f.dialect ? d.name : 'Server'} log — ${files}`,
     rows,
     `read ${fmtNum(t.bytes / 1e6, 1)} MB in ${fmtNum(t.total_ms, 0)} ms${f.first_stamp ? `; ${f.first_stamp} → ${f.last_stamp}` : ''}`,
   );

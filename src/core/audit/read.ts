@@ -28,14 +28,24 @@ export interface AuditFileOptions {
   chunkBytes?: number;
 }
 
+const notRegular = (path: string) =>
+  new Error(
+    `${path} is not a regular file (a device, FIFO or socket, which may never end): save the log to a file and audit that`,
+  );
+
 /** Feed a file's lines into an auditor, streaming. */
 export async function feedFile(auditor: LogAuditor, path: string, opts: AuditFileOptions = {}): Promise<number> {
+  // Before opening: opening a FIFO blocks until something writes to it.
+  if (!(await fs.promises.stat(path)).isFile()) throw notRegular(path);
   const fh = await fs.promises.open(path, 'r');
   const size = Math.max(1, Math.floor(opts.chunkBytes ?? 4 << 20));
   let read = 0;
   let pending: Promise<{ bytesRead: number }> | undefined;
   try {
-    const total = (await fh.stat()).size;
+    const stat = await fh.stat();
+    // A device, FIFO or socket never ends (/dev/zero) or blocks (a FIFO): only regular files are logs.
+    if (!stat.isFile()) throw notRegular(path);
+    const total = stat.size;
     auditor.beginFile(path);
     // Two buffers: the next read fills one while the parser reads the other.
     const bufs = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];

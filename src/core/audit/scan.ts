@@ -13,7 +13,7 @@
  * same bytes skips the check. Likewise a stats line is read through the last one's skeleton (its
  * bytes with the numbers cut out) when it has the same bytes between its numbers.
  */
-import type { Level, StatsFields } from './parse';
+import type { Level, StatsFields } from './types';
 
 export const FALLBACK = 0;
 export const ACCESS = 1;
@@ -49,7 +49,8 @@ const K_PROMPT = 0,
   K_CPU_KV = 9,
   K_PREFIX = 10,
   K_EXT_PREFIX = 11,
-  K_MM = 12;
+  K_MM = 12,
+  K_CORRUPTED = 13;
 const KEYS = [
   'Avg prompt throughput: ',
   'Avg generation throughput: ',
@@ -64,6 +65,7 @@ const KEYS = [
   'Prefix cache hit rate: ',
   'External prefix cache hit rate: ',
   'MM cache hit rate: ',
+  'Corrupted: ',
 ].map(bytes);
 /** Key ids by first byte. */
 const KEYS_BY_FIRST: number[][] = Array.from({ length: 128 }, () => []);
@@ -99,12 +101,14 @@ export class ScanState {
   /** The stamp's ten digits, MMDDhhmmss, as a number. */
   stampDigits = 0;
   status = 0;
+  /** Where the access line's status ends (the reason phrase follows). */
+  statusEnd = 0;
   /** The caller's chunk and a DataView on it, for word compares (unset for other buffers). */
   dvBuf: Buffer | undefined;
   dv: DataView = new DataView(new ArrayBuffer(0));
   stats: StatsFields | undefined;
   // A stats line's values by key id (present when their bit is set in `has`).
-  vals = new Float64Array(13);
+  vals = new Float64Array(14);
   has = 0;
   sawPending = false;
   // The stats skeleton: the last stats line's bytes from "Avg prompt throughput: " on, and where
@@ -121,6 +125,8 @@ export class ScanState {
    * a needle of its rules or an ESC byte (ANSI stripping could join a needle). Set by the parser.
    */
   needles: RegExp = /[^]/;
+  /** The text inside the process prefix of a head the long way just read (for the parallelism facts). */
+  procInside: string | undefined;
 }
 
 function toWords(tpl: Uint8Array, n: number, out: Int32Array): void {
@@ -133,6 +139,16 @@ function sameW(buf: Buffer, dv: DataView, at: number, tpl: Uint8Array, words: In
   const nw = n >> 2;
   for (let k = 0; k < nw; k++) if (dv.getInt32(at + 4 * k, true) !== words[k]) return false;
   for (let j = nw << 2; j < n; j++) if (buf[at + j] !== tpl[j]) return false;
+  return true;
+}
+
+/** After an access line's status: only a reason phrase ("OK", "Not Found") and a CR, at most 48 bytes. */
+export function reasonTail(buf: Uint8Array, from: number, e: number): boolean {
+  if (e - from > 48) return false;
+  for (let z = from; z < e; z++) {
+    const c = buf[z];
+    if (!isLetter(c) && c !== SP && c !== 13 && c !== 0x2d && c !== 0x27) return false;
+  }
   return true;
 }
 
@@ -162,12 +178,16 @@ export function scanAccessRun(buf: Buffer, dv: DataView, s: number, n: number, s
     c = buf[r + 2] - 48;
   if (a >>> 0 > 9 || b >>> 0 > 9 || c >>> 0 > 9) return -1;
   st.status = a * 100 + b * 10 + c;
-  // The rest (" OK") to the newline.
+  // The rest (" OK", a reason phrase: letters, spaces, '-', "'") to the newline; anything else
+  // (a glued line) is for the careful path.
   let z = r + 3;
-  const lim = Math.min(n, z + 64);
-  while (z < lim && buf[z] !== 10) z++;
-  if (z < lim) return z;
-  return lim === n ? -1 : buf.indexOf(10, lim);
+  const lim = Math.min(n, z + 48);
+  for (; z < lim; z++) {
+    const c = buf[z];
+    if (c === 10) return z;
+    if (!isLetter(c) && c !== SP && c !== 13 && c !== 0x2d && c !== 0x27) return -1;
+  }
+  return -1;
 }
 
 function same(buf: Buffer, at: number, tpl: Uint8Array, n: number): boolean {
@@ -223,6 +243,7 @@ function scanHead(buf: Buffer, s: number, e: number, st: ScanState): number {
         pid = true;
     }
     if (j >= e || !pid || j - open >= 96) return FALLBACK;
+    st.procInside = buf.toString('latin1', open + 1, j);
     i = j + 1;
     while (i < e && buf[i] === ESC) {
       const k = ansiEnd(buf, i, e);
@@ -330,6 +351,7 @@ function scanAccess(buf: Buffer, p: number, e: number, st: ScanState): ScanKind 
   }
   if (r + 3 > e || !isDigit(buf[r]) || !isDigit(buf[r + 1]) || !isDigit(buf[r + 2])) return FALLBACK;
   st.status = (buf[r] - 48) * 100 + (buf[r + 1] - 48) * 10 + (buf[r + 2] - 48);
+  st.statusEnd = r + 3;
   return ACCESS;
 }
 
@@ -556,6 +578,7 @@ function buildStats(engine: number, st: ScanState): ScanKind {
   if (h & (1 << K_PREFIX)) f.prefix_hit_pct = v[K_PREFIX];
   if (h & (1 << K_EXT_PREFIX)) f.external_prefix_hit_pct = v[K_EXT_PREFIX];
   if (h & (1 << K_MM)) f.mm_hit_pct = v[K_MM];
+  if (h & (1 << K_CORRUPTED)) f.corrupted = v[K_CORRUPTED];
   st.stats = f;
   return STATS;
 }

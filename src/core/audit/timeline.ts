@@ -4,7 +4,7 @@
  * run, a sustained change in load (running + waiting) starts a new segment.
  */
 import { median } from '../bench/metrics';
-import type { WindowSeries } from './parse';
+import type { WindowSeries } from './windows';
 
 export interface Segment {
   index: number;
@@ -33,6 +33,8 @@ export interface Segment {
   hit_min_pct: number | null;
   hit_max_pct: number | null;
   peak_kv_usage_pct: number;
+  /** Mean draft acceptance rate (speculative decoding) over the windows that printed one, or null. */
+  spec_accept_pct: number | null;
   preemptions: number;
   requests: number;
   /** Why this segment started: after idle / missing windows, or a change in load. */
@@ -193,6 +195,8 @@ function summarize(
   let sumRun = 0;
   let peakWait = 0;
   let peakKv = 0;
+  let specSum = 0;
+  let specN = 0;
   let pre = 0;
   let reqs = 0;
   let hmin = Infinity;
@@ -206,7 +210,11 @@ function summarize(
     peakRun = Math.max(peakRun, w.running[i]);
     sumRun += w.running[i];
     peakWait = Math.max(peakWait, w.waiting[i]);
-    peakKv = Math.max(peakKv, w.kv[i]);
+    if (!Number.isNaN(w.kv[i])) peakKv = Math.max(peakKv, w.kv[i]); // a cut line has no KV usage
+    if (!Number.isNaN(w.spec[i])) {
+      specSum += w.spec[i];
+      specN++;
+    }
     pre += w.preempt[i];
     reqs += w.reqs[i];
     levels.push(i === first ? w.running[i] + w.waiting[i] : level(i));
@@ -249,6 +257,7 @@ function summarize(
     hit_min_pct: hfirst === null ? null : r2(hmin),
     hit_max_pct: hfirst === null ? null : r2(hmax),
     peak_kv_usage_pct: r2(peakKv),
+    spec_accept_pct: specN ? r2(specSum / specN) : null,
     preemptions: pre,
     requests: reqs,
     starts_after: after,
