@@ -68,6 +68,33 @@ export function auditFacts(values: Record<string, unknown>): Fact[] {
   return out;
 }
 
+/** Is `p` (symlinks resolved) inside `dir`? */
+function inside(p: string, dir: string): boolean {
+  const real = (x: string) => {
+    try {
+      return fs.realpathSync(x);
+    } catch {
+      return path.resolve(x);
+    }
+  };
+  const rel = path.relative(real(dir), real(p));
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
+}
+
+/** A file outside the notebook's folder is read only when the host confirms it (like a notebook-named host). */
+async function confirmReads(paths: string[], dir: string, confirm: ((p: string) => Promise<boolean>) | undefined) {
+  if (!confirm) return;
+  for (const p of paths) {
+    if (inside(p, dir)) continue;
+    if (!(await confirm(p)))
+      throw new CellError(
+        `Not reading ${p}: it is outside the notebook's folder and reading it was not confirmed. Confirm it, or copy the log next to the notebook (e.g. logs/vllm.log)`,
+        ['audit'],
+        'audit-read-refused',
+      );
+  }
+}
+
 export const auditKind: KindModule<Cell> = {
   key: 'audit',
   summary:
@@ -109,6 +136,8 @@ export const auditKind: KindModule<Cell> = {
     }
     const r = resolveAuditInput(v, ctx.notebook.dir);
     if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
+    if (r.input?.kind === 'files')
+      await confirmReads(r.input.paths, ctx.notebook.dir, ctx.notebook.services.confirmRead);
     // The parser and the /metrics fetch (undici) load only when an audit cell runs.
     const { runAudit } = await import('../audit');
     try {
