@@ -68,16 +68,9 @@ export function auditFacts(values: Record<string, unknown>): Fact[] {
   return out;
 }
 
-/** Is `p` (symlinks resolved) inside `dir`? */
+/** Is `p` inside `dir`? (The host's openFile resolves links; this asks for what the notebook names.) */
 function inside(p: string, dir: string): boolean {
-  const real = (x: string) => {
-    try {
-      return fs.realpathSync(x);
-    } catch {
-      return path.resolve(x);
-    }
-  };
-  const rel = path.relative(real(dir), real(p));
+  const rel = path.relative(path.resolve(dir), path.resolve(p));
   return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
 }
 
