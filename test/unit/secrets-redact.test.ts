@@ -19,8 +19,9 @@ test('the whole key, a piece of it, and the key with its case changed are remove
   // Two separate pieces are two redactions; the text between them stays.
   assert.equal(redact(`${SECRET.slice(0, 10)} and ${SECRET.slice(20)}`, KEY), '[redacted] and [redacted]');
   // A piece shorter than REDACT_PIECE is not distinctive and is left.
+  // (Separators around it: letters beside it would join it in the separator-blind match.)
   const short = SECRET.slice(3, 3 + REDACT_PIECE - 1);
-  assert.equal(redact(`id ${short}.`, KEY), `id ${short}.`);
+  assert.equal(redact(`:: ${short} ::`, KEY), `:: ${short} ::`);
 });
 
 test('base64 of the key at every byte alignment (an echoed header, Basic auth) is removed', () => {
@@ -30,6 +31,51 @@ test('base64 of the key at every byte alignment (an echoed header, Basic auth) i
     assert.deepStrictEqual(leaks(`base64 after "${prefix}"`, out), []);
     assert.ok(out.endsWith(' done') && out.includes('[redacted]'), out);
   }
+});
+
+test('the key echoed in hex, spelled out with separators, reversed, or \\u-escaped is removed (a separator before it may stay)', () => {
+  const hex = Buffer.from(KEY).toString('hex');
+  const rev = [...KEY].reverse().join('');
+  const forms: Record<string, string> = {
+    hex,
+    'HEX, bytes spaced': hex.toUpperCase().replace(/../g, '$& ').trim(),
+    '\\x per byte': hex.replace(/../g, '\\x$&'),
+    '0x per byte, commas': hex.replace(/../g, '0x$&').replace(/(?<=.)0x/g, ', 0x'),
+    'characters spaced': [...KEY].join(' '),
+    'characters dotted, upper case': [...KEY.toUpperCase()].join('.'),
+    reversed: rev,
+    'reversed, spaced': [...rev].join(' '),
+    'reversed hex': Buffer.from(rev).toString('hex'),
+    '\\u-escaped': [...KEY].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''),
+  };
+  for (const [name, echo] of Object.entries(forms))
+    assert.match(
+      redact(`{"error":"invalid key ${echo} (401)"}`, KEY),
+      /^\{"error":"invalid key \\?\[redacted\] \(401\)"\}$/,
+      name,
+    );
+});
+
+test('property: the key spelled out with any separators between its characters is removed', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.constantFrom(' ', '-', ':', '.', ', ', '_', '|', '\n'), {
+        minLength: KEY.length,
+        maxLength: KEY.length,
+      }),
+      (seps) => {
+        const echo = [...KEY].map((c, i) => c + seps[i]).join('');
+        const out = redact(`<<${echo}>>`, KEY);
+        return !/[0-9a-f]{4}/i.test(
+          out
+            .replace('[redacted]', '')
+            .replace(/[^0-9a-z]/gi, '')
+            .slice(2),
+        );
+      },
+    ),
+    { numRuns: 200 },
+  );
 });
 
 test('a URL- or JSON-escaped key is removed; a short key only whole', () => {

@@ -76,75 +76,123 @@ export const now: () => number = () => performance.now();
 
 /**
  * Redaction. A server can send the key back in any text it controls (an error body, a model id, a
- * chunk), whole or in part: cut to a length, masked in the middle, base64-encoded inside an echoed
- * header. So besides the whole key, every run of REDACT_PIECE or more characters that also occurs
- * in the key (or in one of its encodings) is removed, case-insensitively for ASCII. Keys shorter than
- * REDACT_MIN_KEY are only removed whole (a short key's pieces are not distinctive).
+ * chunk), whole or in part: cut to a length, masked in the middle, encoded (base64 inside an echoed
+ * header, hex, URL- or JSON-escaped), spelled out with separators ("s k - a b c", "sk:ab:cd"), or
+ * reversed. Matching is therefore done on a skeleton of both sides — letters and digits only,
+ * ASCII lower-cased, every separator dropped — so any spacing or punctuation between the characters
+ * is seen through, and the key's encodings are added as further forms. Every run of REDACT_PIECE or
+ * more skeleton characters that also occurs in one of the forms is removed (with the separators
+ * inside it). Keys shorter than REDACT_MIN_KEY are only removed whole (a short key's pieces are not
+ * distinctive).
  */
 export const REDACT_PIECE = 8;
 const REDACT_MIN_KEY = 12;
 const MARK = '[redacted]';
 
-/** The forms a key can come back in: itself, JSON- and URL-escaped, and base64 at each byte alignment. */
+/**
+ * The forms a key can come back in: itself and reversed; JSON-, URL- and \\u-escaped; hex (plain,
+ * \\x, 0x or % per byte; separators between bytes need no form of their own); base64 (standard and
+ * URL-safe) at each byte alignment; and the encodings of the reversed key.
+ */
 function keyForms(key: string): string[] {
-  const forms = new Set<string>([key, JSON.stringify(key).slice(1, -1), encodeURIComponent(key)]);
-  const bytes = Buffer.from(key);
-  for (let pad = 0; pad < 3; pad++) {
-    // The key's bytes at offset `pad` within a base64 group: drop the characters the neighbours share.
-    const b64 = Buffer.concat([Buffer.alloc(pad), bytes])
-      .toString('base64')
-      .replace(/=+$/, '');
-    const core = b64.slice(pad ? 4 : 0, b64.length - 3);
-    if (core.length >= REDACT_PIECE) {
-      forms.add(core);
-      forms.add(core.replace(/\+/g, '-').replace(/\//g, '_'));
+  const forms = new Set<string>();
+  for (const k of [key, [...key].reverse().join('')]) {
+    const bytes = Buffer.from(k);
+    const hex = bytes.toString('hex');
+    forms.add(k);
+    forms.add(JSON.stringify(k).slice(1, -1));
+    forms.add(encodeURIComponent(k));
+    forms.add(hex);
+    forms.add([...k].map((c) => `u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''));
+    forms.add(hex.replace(/../g, 'x$&'));
+    forms.add(hex.replace(/../g, '0x$&'));
+    for (let pad = 0; pad < 3; pad++) {
+      // The key's bytes at offset `pad` within a base64 group: drop the characters the neighbours share.
+      const b64 = Buffer.concat([Buffer.alloc(pad), bytes])
+        .toString('base64')
+        .replace(/=+$/, '');
+      const core = b64.slice(pad ? 4 : 0, b64.length - 3);
+      if (core.length >= REDACT_PIECE) {
+        forms.add(core);
+        forms.add(core.replace(/\+/g, '-').replace(/\//g, '_'));
+      }
     }
   }
   return [...forms];
 }
 
+const isAlnum = (c: number) => (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
 const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+
+/** Letters and digits of a text, ASCII lower-cased, with the index each came from. */
+function skeleton(text: string): { s: string; at: number[] } {
+  let s = '';
+  const at: number[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (!isAlnum(c)) continue;
+    s += c >= 65 && c <= 90 ? String.fromCharCode(c + 32) : text[i];
+    at.push(i);
+  }
+  return { s, at };
+}
 
 interface Redactor {
   key: string;
-  pieces: Set<string>;
+  /** Windows of the forms as they are (lower-cased): a key that is mostly separators is still caught. */
+  raw: Set<string>;
+  /** Windows of the forms' skeletons: the key spelled out with any separators is caught. */
+  bare: Set<string>;
 }
 let lastRedactor: Redactor | undefined;
 
+function windows(s: string, into: Set<string>) {
+  for (let i = 0; i + REDACT_PIECE <= s.length; i++) into.add(s.slice(i, i + REDACT_PIECE));
+}
+
 function redactorFor(key: string): Redactor {
   if (lastRedactor?.key === key) return lastRedactor;
-  const pieces = new Set<string>();
+  const raw = new Set<string>();
+  const bare = new Set<string>();
   for (const f of keyForms(key)) {
-    const l = asciiLower(f);
-    for (let i = 0; i + REDACT_PIECE <= l.length; i++) pieces.add(l.slice(i, i + REDACT_PIECE));
+    windows(asciiLower(f), raw);
+    windows(skeleton(f).s, bare);
   }
-  lastRedactor = { key, pieces };
+  lastRedactor = { key, raw, bare };
   return lastRedactor;
 }
 
-/** Remove every run of the text that shares REDACT_PIECE or more characters with the key or its forms. */
+/** [from, to) ranges of `text` whose windows (through `at`, index → text index) are pieces. */
+function matches(s: string, at: ((i: number) => number) | number[], pieces: Set<string>, out: [number, number][]) {
+  const pos = typeof at === 'function' ? at : (i: number) => at[i];
+  for (let i = 0; i + REDACT_PIECE <= s.length; i++)
+    if (pieces.has(s.slice(i, i + REDACT_PIECE))) out.push([pos(i), pos(i + REDACT_PIECE - 1) + 1]);
+}
+
+/** Remove every stretch of the text that shares REDACT_PIECE or more characters with a form of the key. */
 function redactKey(text: string, key: string): string {
   if (key.length < REDACT_MIN_KEY) return text.split(key).join(MARK);
-  const { pieces } = redactorFor(key);
-  const l = asciiLower(text);
-  let out = '';
-  let last = 0;
-  let from = -1;
-  let to = -1;
-  for (let i = 0; i + REDACT_PIECE <= l.length; i++) {
-    if (!pieces.has(l.slice(i, i + REDACT_PIECE))) continue;
-    if (from >= 0 && i <= to) to = i + REDACT_PIECE;
-    else {
-      if (from >= 0) {
-        out += text.slice(last, from) + MARK;
-        last = to;
-      }
-      from = i;
-      to = i + REDACT_PIECE;
-    }
+  const r = redactorFor(key);
+  const found: [number, number][] = [];
+  matches(asciiLower(text), (i) => i, r.raw, found);
+  const sk = skeleton(text);
+  matches(sk.s, sk.at, r.bare, found);
+  if (!found.length) return text;
+  found.sort((a, b) => a[0] - b[0]);
+  // Overlapping or touching stretches are one echo.
+  const ranges: [number, number][] = [];
+  for (const [a, b] of found) {
+    const last = ranges[ranges.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else ranges.push([a, b]);
   }
-  if (from < 0) return text;
-  return out + text.slice(last, from) + MARK + text.slice(to);
+  let out = '';
+  let pos = 0;
+  for (const [a, b] of ranges) {
+    out += text.slice(pos, a) + MARK;
+    pos = b;
+  }
+  return out + text.slice(pos);
 }
 
 /**
