@@ -2,9 +2,24 @@
  * A scripted OpenAI-compatible streaming server for tests: known TTFT and ITL, injectable faults,
  * a toy prefix cache with vLLM-named /metrics counters, and a record of every request with the
  * true time (epoch ms, sub-ms) each chunk was handed to the socket.
+ *
+ * `flavor` makes it behave as another server does, from that server's source:
+ *
+ * - 'llamacpp': llama.cpp's llama-server (tools/server/server-task.cpp at 00efb3e, and the
+ *   examples/server metrics handler of the 2024 builds). Completions end with a chunk whose text is
+ *   "" and which carries finish_reason, usage and timings; chat streams open with a
+ *   `delta: {role, content: null}` chunk and end with `delta: {}` + finish_reason, then a
+ *   `choices: []` usage chunk. /v1/models lists `meta.n_vocab`; /metrics serves `llamacpp:*`
+ *   counters without labels (prompt_tokens_total counts the prompt tokens it processed). Every
+ *   response says `Keep-Alive: timeout=5, max=100` (cpp-httplib), yet the connection is closed
+ *   after each streamed response.
+ * - 'sglang': SGLang's `sglang:*` metrics (python/sglang/srt/metrics/collector.py:
+ *   prompt_tokens_total, generation_tokens_total, cached_tokens_total, num_running_reqs,
+ *   num_queue_reqs, token_usage).
  */
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import * as zlib from 'node:zlib';
 
 export type Fault =
   | { kind: 'reset'; afterChunks: number }
@@ -23,7 +38,27 @@ export type Fault =
   /** Content chunks two to a write (what a client sees when it reads late): every second gap is ~0. */
   | { kind: 'pairs' }
   /** An error body that echoes the request's headers (a careless proxy), to test redaction. */
-  | { kind: 'echo-headers'; status: number };
+  | { kind: 'echo-headers'; status: number }
+  /** HTTP 401 whose body echoes the bearer token in hex, spelled out with spaces, and reversed. */
+  | { kind: 'echo-key-encoded' }
+  /** After some chunks, vLLM's older unwrapped ErrorResponse chunk ({"object":"error",…}), then [DONE]. */
+  | { kind: 'object-error'; afterChunks: number }
+  /** After some chunks, an SSE `event: error` with a JSON message, then [DONE]. */
+  | { kind: 'event-error'; afterChunks: number }
+  /** After some chunks, llama.cpp's `error: {json}` line (2024 builds), then [DONE]. */
+  | { kind: 'error-line'; afterChunks: number }
+  /** Content chunks for ever (never finishes). */
+  | { kind: 'endless' }
+  /** After some chunks, `: ping` comments for ever and no more data. */
+  | { kind: 'pings'; afterChunks: number; everyMs: number }
+  /** Every line ends with CR alone (allowed by the SSE spec). */
+  | { kind: 'cr-only' }
+  /** An HTTP redirect with a Location header. */
+  | { kind: 'redirect'; status: number; location: string }
+  /** An error status with a gzip-encoded body (content-encoding: gzip). */
+  | { kind: 'gzip-status'; status: number; body: string }
+  /** The usage chunk reports these numbers instead of the true ones. */
+  | { kind: 'usage'; completion?: number; prompt?: number };
 
 export interface ServedRequest {
   index: number;
@@ -57,13 +92,37 @@ export interface ScriptedServerOptions {
   metrics?: 'current' | 'old' | false;
   /** Refuse with this status and body when the bearer token differs. */
   requireKey?: string;
+  /** Behave as this server does (see the header). Default: vLLM. */
+  flavor?: 'vllm' | 'llamacpp' | 'sglang';
+  /** Close each connection this long after a streamed response ends (0: at once); a request written on it meanwhile is dropped unseen. */
+  closeAfterStreamMs?: number;
+  /** vLLM's stream_options.continuous_usage_stats: usage in every chunk. Default: when the request asks for it. */
+  continuousUsage?: boolean;
+  /** Truncate prompts to this many tokens (the server's slot size), as usage.prompt_tokens then says. */
+  maxPromptTokens?: number;
+  /** Chat: send this many `reasoning_content` deltas before the answer's content deltas. */
+  reasoningChunks?: number;
+  /** Chat: the reasoning field's name (vLLM: reasoning_content; newer: reasoning). */
+  reasoningField?: 'reasoning_content' | 'reasoning';
+  /** Vocabulary size reported by llama.cpp's /v1/models meta (default 32000). */
+  vocab?: number;
 }
 
 export interface ScriptedServer {
   url: string;
   port: number;
   requests: ServedRequest[];
-  counters: { queries: number; hits: number; preemptions: number; running: number; waiting: number };
+  counters: {
+    queries: number;
+    hits: number;
+    preemptions: number;
+    running: number;
+    waiting: number;
+    promptTokens: number;
+    generationTokens: number;
+  };
+  /** Connections the server closed after a streamed response, and requests it dropped unseen on them. */
+  closed: { connections: number; dropped: number };
   close(): Promise<void>;
 }
 
@@ -89,9 +148,21 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
   const itl = o.itlMs ?? 10;
   const model = o.model ?? 'scripted-model';
   const requests: ServedRequest[] = [];
-  const counters = { queries: 0, hits: 0, preemptions: 0, running: 0, waiting: 0 };
+  const counters = {
+    queries: 0,
+    hits: 0,
+    preemptions: 0,
+    running: 0,
+    waiting: 0,
+    promptTokens: 0,
+    generationTokens: 0,
+  };
+  const closed = { connections: 0, dropped: 0 };
+  const flavor = o.flavor ?? 'vllm';
   const blocks = new Set<string>();
-  const sockets = new Set<import('node:net').Socket>();
+  const sockets = new Set<Socket>();
+  /** Sockets that will be closed after their streamed response: a request arriving on one is dropped. */
+  const closing = new WeakSet<Socket>();
   const timers = new Set<NodeJS.Timeout>();
   const later = (ms: number, fn: () => void) => {
     const t = setTimeout(
@@ -105,6 +176,36 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
   };
 
   const metricsText = () => {
+    if (flavor === 'llamacpp') {
+      const c = (name: string, help: string, v: number) =>
+        `# HELP llamacpp:${name} ${help}\n# TYPE llamacpp:${name} counter\nllamacpp:${name} ${v}\n`;
+      const g = (name: string, help: string, v: number) =>
+        `# HELP llamacpp:${name} ${help}\n# TYPE llamacpp:${name} gauge\nllamacpp:${name} ${v}\n`;
+      return (
+        c('prompt_tokens_total', 'Number of prompt tokens processed.', counters.promptTokens) +
+        c('prompt_seconds_total', 'Prompt process time', 0.5) +
+        c('tokens_predicted_total', 'Number of generation tokens processed.', counters.generationTokens) +
+        c('tokens_predicted_seconds_total', 'Predict process time', 1.5) +
+        g('kv_cache_usage_ratio', 'KV-cache usage. 1 means 100 percent usage.', Math.min(1, counters.running * 0.01)) +
+        g('requests_processing', 'Number of request processing.', counters.running) +
+        g('requests_deferred', 'Number of request deferred.', counters.waiting)
+      );
+    }
+    if (flavor === 'sglang') {
+      const lbl = `{model_name="${model}"}`;
+      const c = (name: string, help: string, v: number) =>
+        `# HELP sglang:${name} ${help}\n# TYPE sglang:${name} counter\nsglang:${name}${lbl} ${v.toFixed(1)}\nsglang:${name.replace(/_total$/, '')}_created${lbl} 1.7e9\n`;
+      const g = (name: string, help: string, v: number) =>
+        `# HELP sglang:${name} ${help}\n# TYPE sglang:${name} gauge\nsglang:${name}${lbl} ${v}\n`;
+      return (
+        c('prompt_tokens_total', 'Number of prefill tokens processed.', counters.promptTokens) +
+        c('generation_tokens_total', 'Number of generation tokens processed.', counters.generationTokens) +
+        c('cached_tokens_total', 'Number of cached prompt tokens.', counters.hits) +
+        g('num_running_reqs', 'The number of running requests.', counters.running) +
+        g('num_queue_reqs', 'The number of requests in the waiting queue.', counters.waiting) +
+        g('token_usage', 'The token usage.', Math.min(1, counters.running * 0.01))
+      );
+    }
     const old = o.metrics === 'old';
     const lbl = `{engine="0",model_name="${model}"}`;
     const counter = (name: string, help: string, v: number) =>
@@ -140,6 +241,8 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
             Math.min(1, counters.running * 0.01),
           )) +
       counter('vllm:num_preemptions', 'Cumulative number of preemption from the engine.', counters.preemptions) +
+      counter('vllm:prompt_tokens', 'Number of prefill tokens processed.', counters.promptTokens) +
+      counter('vllm:generation_tokens', 'Number of generation tokens processed.', counters.generationTokens) +
       gauge('vllm:num_requests_running', 'Number of requests in model execution batches.', counters.running) +
       gauge('vllm:num_requests_waiting', 'Number of requests waiting to be processed.', counters.waiting) +
       `# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.\n# TYPE vllm:time_to_first_token_seconds histogram\n` +
@@ -150,6 +253,14 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
 
   const server = http.createServer((req, res) => {
     const arrived = epoch();
+    const socket = req.socket;
+    if (closing.has(socket)) {
+      // The server has decided to close this connection: what comes on it now is never seen.
+      closed.dropped++;
+      return void socket.destroy();
+    }
+    // cpp-httplib advertises keep-alive on every response.
+    if (flavor === 'llamacpp') res.setHeader('keep-alive', 'timeout=5, max=100');
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -157,7 +268,7 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       if (req.method === 'GET' && (url === '/v1/models' || url === '/health' || url === '/metrics')) {
         if (url === '/health') return void res.end();
         if (url === '/metrics') {
-          if (!o.metrics) {
+          if (!o.metrics && flavor === 'vllm') {
             res.writeHead(404, { 'content-type': 'text/plain' });
             return void res.end('Not Found');
           }
@@ -165,12 +276,24 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
           return void res.end(metricsText());
         }
         res.writeHead(200, { 'content-type': 'application/json' });
-        return void res.end(
-          JSON.stringify({
-            object: 'list',
-            data: [{ id: model, object: 'model', max_model_len: o.maxModelLen ?? 40960 }],
-          }),
-        );
+        const entry =
+          flavor === 'llamacpp'
+            ? {
+                id: model,
+                object: 'model',
+                created: Math.floor(Date.now() / 1000),
+                owned_by: 'llamacpp',
+                meta: {
+                  vocab_type: 2,
+                  n_vocab: o.vocab ?? 32000,
+                  n_ctx_train: 4096,
+                  n_embd: 2048,
+                  n_params: 1e9,
+                  size: 6e8,
+                },
+              }
+            : { id: model, object: 'model', max_model_len: o.maxModelLen ?? 40960 };
+        return void res.end(JSON.stringify({ object: 'list', data: [entry] }));
       }
       if (req.method !== 'POST' || (url !== '/v1/completions' && url !== '/v1/chat/completions')) {
         res.writeHead(404, { 'content-type': 'application/json' });
@@ -191,7 +314,8 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       const chat = url === '/v1/chat/completions';
       const prompt = chat ? body.messages : body.prompt;
       const ids: number[] = Array.isArray(prompt) && typeof prompt[0] === 'number' ? prompt : [];
-      const promptTokens = ids.length || (chat ? String(body.messages?.[0]?.content ?? '').split(' ').length : 0);
+      const asked = ids.length || (chat ? String(body.messages?.[0]?.content ?? '').split(' ').length : 0);
+      const promptTokens = o.maxPromptTokens !== undefined ? Math.min(asked, o.maxPromptTokens) : asked;
       const outputTokens = Number(body.max_tokens ?? 16);
       const fault = o.fault?.({ index, body, path: url });
       const auth = req.headers.authorization;
@@ -225,6 +349,27 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
         res.writeHead(fault.status, { 'content-type': 'application/json' });
         return void res.end(JSON.stringify({ error: { message: 'bad gateway', request_headers: req.headers } }));
       }
+      if (fault?.kind === 'echo-key-encoded') {
+        const token = String(auth ?? '').replace(/^Bearer /, '');
+        res.writeHead(401, { 'content-type': 'application/json' });
+        return void res.end(
+          JSON.stringify({
+            error: {
+              message: `invalid key (hex ${Buffer.from(token).toString('hex')}; spelled ${[...token].join(' ')}; reversed ${[...token].reverse().join('')})`,
+              type: 'AuthenticationError',
+              code: 401,
+            },
+          }),
+        );
+      }
+      if (fault?.kind === 'redirect') {
+        res.writeHead(fault.status, { location: fault.location });
+        return void res.end();
+      }
+      if (fault?.kind === 'gzip-status') {
+        res.writeHead(fault.status, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+        return void res.end(zlib.gzipSync(fault.body));
+      }
       // Prefix cache (token counters, like vLLM's).
       let hitTokens = 0;
       if (o.prefixCache && ids.length) {
@@ -238,10 +383,39 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
         counters.hits += hitTokens;
       }
       rec.cachedTokens = hitTokens;
+      // llama.cpp counts the prompt tokens it processed (a reused prefix is not); vLLM and SGLang all of them.
+      counters.promptTokens += flavor === 'llamacpp' ? promptTokens - hitTokens : promptTokens;
       const id = `cmpl-${index}`;
       const created = Math.floor(Date.now() / 1000);
-      const chunkJson = (k: number) =>
-        chat
+      const continuous = o.continuousUsage ?? !!body.stream_options?.continuous_usage_stats;
+      const reasoning = chat ? Math.min(outputTokens, o.reasoningChunks ?? 0) : 0;
+      const usageAt = (k: number) => ({
+        prompt_tokens: promptTokens,
+        total_tokens: promptTokens + k,
+        completion_tokens: k,
+      });
+      const chunkJson = (k: number) => {
+        const last = k === outputTokens - 1;
+        if (flavor === 'llamacpp')
+          return chat
+            ? JSON.stringify({
+                choices: [{ finish_reason: null, index: 0, delta: { content: ` t${k}` } }],
+                created,
+                id,
+                model,
+                system_fingerprint: 'b0-scripted',
+                object: 'chat.completion.chunk',
+              })
+            : JSON.stringify({
+                choices: [{ text: ` t${k}`, index: 0, logprobs: null, finish_reason: null }],
+                created,
+                model,
+                system_fingerprint: 'b0-scripted',
+                object: 'text_completion',
+                id,
+              });
+        const usage = continuous ? usageAt(k + 1) : null;
+        return chat
           ? JSON.stringify({
               id,
               object: 'chat.completion.chunk',
@@ -250,12 +424,13 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
               choices: [
                 {
                   index: 0,
-                  delta: { content: ` t${k}` },
+                  delta:
+                    k < reasoning ? { [o.reasoningField ?? 'reasoning_content']: ` r${k}` } : { content: ` t${k}` },
                   logprobs: null,
-                  finish_reason: k === outputTokens - 1 ? 'length' : null,
+                  finish_reason: last ? 'length' : null,
                 },
               ],
-              usage: null,
+              usage,
             })
           : JSON.stringify({
               id,
@@ -267,26 +442,68 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
                   index: 0,
                   text: ` t${k}`,
                   logprobs: null,
-                  finish_reason: k === outputTokens - 1 ? 'length' : null,
+                  finish_reason: last ? 'length' : null,
                   stop_reason: null,
                 },
               ],
-              usage: null,
+              usage,
             });
+      };
+      const u = fault?.kind === 'usage' ? fault : undefined;
       const usage = {
-        prompt_tokens: promptTokens,
+        prompt_tokens: u?.prompt ?? promptTokens,
         total_tokens: promptTokens + outputTokens,
-        completion_tokens: outputTokens,
+        completion_tokens: u?.completion ?? outputTokens,
         ...(o.reportCachedTokens ? { prompt_tokens_details: { cached_tokens: hitTokens } } : {}),
       };
-      const usageJson = JSON.stringify({
-        id,
-        object: chat ? 'chat.completion.chunk' : 'text_completion',
-        created,
-        model,
-        choices: [],
-        usage,
-      });
+      const timings = { prompt_n: promptTokens, prompt_ms: 1.5, predicted_n: outputTokens, predicted_ms: 30 };
+      /** The events that end a stream, before [DONE]. */
+      const endEvents = (): string[] => {
+        if (flavor === 'llamacpp')
+          return chat
+            ? [
+                JSON.stringify({
+                  choices: [{ finish_reason: 'length', index: 0, delta: {} }],
+                  created,
+                  id,
+                  model,
+                  system_fingerprint: 'b0-scripted',
+                  object: 'chat.completion.chunk',
+                }),
+                JSON.stringify({
+                  choices: [],
+                  created,
+                  id,
+                  model,
+                  system_fingerprint: 'b0-scripted',
+                  object: 'chat.completion.chunk',
+                  usage,
+                  timings,
+                }),
+              ]
+            : [
+                JSON.stringify({
+                  choices: [{ text: '', index: 0, logprobs: null, finish_reason: 'length' }],
+                  created,
+                  model,
+                  system_fingerprint: 'b0-scripted',
+                  object: 'text_completion',
+                  usage,
+                  id,
+                  timings,
+                }),
+              ];
+        return [
+          JSON.stringify({
+            id,
+            object: chat ? 'chat.completion.chunk' : 'text_completion',
+            created,
+            model,
+            choices: [],
+            usage,
+          }),
+        ];
+      };
 
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
       res.flushHeaders();
@@ -298,9 +515,27 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
         counters.running--;
       };
       res.on('close', end);
+      /** End the response; llama-server-like servers then close the connection (after closeAfterStreamMs). */
+      const endStream = () => {
+        const closeMs = o.closeAfterStreamMs ?? (flavor === 'llamacpp' ? 0 : undefined);
+        if (closeMs !== undefined) {
+          closing.add(socket);
+          res.end(() => {
+            counters.generationTokens += rec.chunkEpochMs.length;
+            later(closeMs, () => {
+              closed.connections++;
+              socket.destroy();
+            });
+          });
+          return;
+        }
+        res.end(() => (counters.generationTokens += rec.chunkEpochMs.length));
+      };
 
       const trickle = fault?.kind === 'trickle';
-      const write = (s: string, done?: () => void) => {
+      const crOnly = fault?.kind === 'cr-only';
+      const write = (s0: string, done?: () => void) => {
+        const s = crOnly ? s0.replace(/\n/g, '\r') : s0;
         if (!trickle) {
           res.write(s);
           done?.();
@@ -328,15 +563,21 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       };
       const firstAt = performance.now() + ttft * Math.max(0.1, 1 - (promptTokens ? hitTokens / promptTokens : 0));
       let k = 0;
+      const total = fault?.kind === 'endless' ? Infinity : outputTokens;
       const finishStream = () => {
         if (fault?.kind === 'no-usage') {
-          write('data: [DONE]\n\n', () => res.end());
+          write('data: [DONE]\n\n', endStream);
           return;
         }
-        write(`data: ${usageJson}\n\n`, () => {
-          if (fault?.kind === 'no-done') return; // keep the stream open
-          write('data: [DONE]\n\n', () => res.end());
-        });
+        write(
+          endEvents()
+            .map((e) => `data: ${e}\n\n`)
+            .join(''),
+          () => {
+            if (fault?.kind === 'no-done') return; // keep the stream open
+            write('data: [DONE]\n\n', endStream);
+          },
+        );
       };
       const sendNext = () => {
         if (res.destroyed) return end();
@@ -357,6 +598,30 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
                 `data: ${JSON.stringify({ error: { message: 'engine died', type: 'InternalServerError', code: 500 } })}\n\n`,
               );
               break;
+            case 'object-error':
+              return write(
+                `data: ${JSON.stringify({ object: 'error', message: 'prompt too long for the KV cache', type: 'BadRequestError', param: null, code: 400 })}\n\ndata: [DONE]\n\n`,
+                endStream,
+              );
+            case 'event-error':
+              return write(
+                `event: error\ndata: ${JSON.stringify({ message: 'upstream model crashed', type: 'server_error' })}\n\ndata: [DONE]\n\n`,
+                endStream,
+              );
+            case 'error-line':
+              return write(
+                `error: ${JSON.stringify({ code: 500, message: 'llama_decode failed: KV cache is full', type: 'server_error' })}\n\ndata: [DONE]\n\n`,
+                endStream,
+              );
+            case 'pings': {
+              const f = fault as { everyMs: number };
+              const ping = () => {
+                if (res.destroyed) return end();
+                write(': ping\n\n');
+                later(f.everyMs, ping);
+              };
+              return ping();
+            }
             case 'close-early':
               return void res.end();
             case 'stall': {
@@ -373,19 +638,24 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       };
       const emit = () => {
         if (res.destroyed) return end();
-        if (k >= outputTokens) return finishStream();
+        if (k >= total) return finishStream();
         const kk = k;
-        if (fault?.kind === 'pairs' && kk + 1 < outputTokens) {
+        if (fault?.kind === 'pairs' && kk + 1 < total) {
           write(`data: ${chunkJson(kk)}\n\ndata: ${chunkJson(kk + 1)}\n\n`, () =>
             rec.chunkEpochMs.push(epoch(), epoch()),
           );
           k += 2;
-          if (k >= outputTokens) return finishStream();
+          if (k >= total) return finishStream();
           return later(firstAt + k * itl - performance.now(), sendNext);
         }
-        write(`data: ${chunkJson(kk)}\n\n`, () => rec.chunkEpochMs.push(epoch()));
+        // llama.cpp's chat stream opens with a role chunk, in the same write as the first token.
+        const role =
+          kk === 0 && chat && flavor === 'llamacpp'
+            ? `data: ${JSON.stringify({ choices: [{ finish_reason: null, index: 0, delta: { role: 'assistant', content: null } }], created, id, model, system_fingerprint: 'b0-scripted', object: 'chat.completion.chunk' })}\n\n`
+            : '';
+        write(`${role}data: ${chunkJson(kk)}\n\n`, () => rec.chunkEpochMs.push(epoch()));
         k++;
-        if (k >= outputTokens) return finishStream();
+        if (k >= total) return finishStream();
         later(firstAt + k * itl - performance.now(), sendNext);
       };
       later(firstAt - performance.now(), sendNext);
@@ -404,6 +674,7 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
     port,
     requests,
     counters,
+    closed,
     close: () =>
       new Promise<void>((r) => {
         for (const t of timers) clearTimeout(t);

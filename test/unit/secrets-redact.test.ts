@@ -19,9 +19,8 @@ test('the whole key, a piece of it, and the key with its case changed are remove
   // Two separate pieces are two redactions; the text between them stays.
   assert.equal(redact(`${SECRET.slice(0, 10)} and ${SECRET.slice(20)}`, KEY), '[redacted] and [redacted]');
   // A piece shorter than REDACT_PIECE is not distinctive and is left.
-  // (Separators around it: letters beside it would join it in the separator-blind match.)
   const short = SECRET.slice(3, 3 + REDACT_PIECE - 1);
-  assert.equal(redact(`:: ${short} ::`, KEY), `:: ${short} ::`);
+  assert.equal(redact(`id ${short}.`, KEY), `id ${short}.`);
 });
 
 test('base64 of the key at every byte alignment (an echoed header, Basic auth) is removed', () => {
@@ -33,7 +32,7 @@ test('base64 of the key at every byte alignment (an echoed header, Basic auth) i
   }
 });
 
-test('the key echoed in hex, spelled out with separators, reversed, or \\u-escaped is removed (a separator before it may stay)', () => {
+test('the key echoed in hex, spelled out with separators, reversed, or \\u-escaped is removed', () => {
   const hex = Buffer.from(KEY).toString('hex');
   const rev = [...KEY].reverse().join('');
   const forms: Record<string, string> = {
@@ -48,12 +47,13 @@ test('the key echoed in hex, spelled out with separators, reversed, or \\u-escap
     'reversed hex': Buffer.from(rev).toString('hex'),
     '\\u-escaped': [...KEY].map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join(''),
   };
-  for (const [name, echo] of Object.entries(forms))
-    assert.match(
-      redact(`{"error":"invalid key ${echo} (401)"}`, KEY),
-      /^\{"error":"invalid key \\?\[redacted\] \(401\)"\}$/,
-      name,
-    );
+  for (const [name, echo] of Object.entries(forms)) {
+    const out = redact(`{"error":"invalid key ${echo} (401)"}`, KEY);
+    const m = /^\{"error":"invalid key (.*)\[redacted\](.*) \(401\)"\}$/.exec(out);
+    assert.ok(m, `${name}: ${out}`);
+    // A separator and a few characters of an escape may stay at either end of the echo.
+    assert.ok(m[1].length <= 5 && m[2].length <= 5, `${name}: ${out}`);
+  }
 });
 
 test('property: the key spelled out with any separators between its characters is removed', () => {

@@ -23,7 +23,9 @@
  * The API key only ever goes into the Authorization header; every message that could carry text
  * from the server passes through redact() first.
  */
-import { Agent, type Dispatcher } from 'undici';
+import * as net from 'node:net';
+import * as zlib from 'node:zlib';
+import { Agent, Client, type Dispatcher } from 'undici';
 import type { ErrorKind, RequestOutcome } from './metrics';
 
 export type BenchApi = 'completions' | 'chat';
@@ -67,8 +69,12 @@ export interface RequestSpec {
  * written (refused, cancelled) has the time sendRequest was called.
  */
 export interface RawResult extends RequestOutcome {
+  /** The first attempt's send time (a retried request keeps it). */
   sentAt: number;
+  /** Arrival of each chunk that carried text (answer or reasoning). */
   chunkAt: number[];
+  /** Arrival of the first chunk with answer text, when reasoning chunks came before it. */
+  firstContentAt?: number;
   endAt: number;
 }
 
@@ -162,11 +168,25 @@ function redactorFor(key: string): Redactor {
   return lastRedactor;
 }
 
-/** [from, to) ranges of `text` whose windows (through `at`, index → text index) are pieces. */
-function matches(s: string, at: ((i: number) => number) | number[], pieces: Set<string>, out: [number, number][]) {
-  const pos = typeof at === 'function' ? at : (i: number) => at[i];
+/** [from, to) ranges of `text` whose windows are pieces (the raw pass: the text as it is). */
+function rawMatches(s: string, pieces: Set<string>, out: [number, number][]) {
   for (let i = 0; i + REDACT_PIECE <= s.length; i++)
-    if (pieces.has(s.slice(i, i + REDACT_PIECE))) out.push([pos(i), pos(i + REDACT_PIECE - 1) + 1]);
+    if (pieces.has(s.slice(i, i + REDACT_PIECE))) out.push([i, i + REDACT_PIECE]);
+}
+
+/**
+ * The same on the skeleton, counting only windows whose characters stand apart at least twice in
+ * the text (a key spelled out, hex bytes spaced): a window across one word boundary is how ordinary
+ * text next to a piece of the key would be eaten, and the raw pass already has what lies on either side.
+ */
+function skeletonMatches(sk: { s: string; at: number[] }, pieces: Set<string>, out: [number, number][]) {
+  const { s, at } = sk;
+  for (let i = 0; i + REDACT_PIECE <= s.length; i++) {
+    if (!pieces.has(s.slice(i, i + REDACT_PIECE))) continue;
+    let gaps = 0;
+    for (let j = i; j < i + REDACT_PIECE - 1 && gaps < 2; j++) if (at[j + 1] !== at[j] + 1) gaps++;
+    if (gaps >= 2) out.push([at[i], at[i + REDACT_PIECE - 1] + 1]);
+  }
 }
 
 /** Remove every stretch of the text that shares REDACT_PIECE or more characters with a form of the key. */
@@ -174,9 +194,8 @@ function redactKey(text: string, key: string): string {
   if (key.length < REDACT_MIN_KEY) return text.split(key).join(MARK);
   const r = redactorFor(key);
   const found: [number, number][] = [];
-  matches(asciiLower(text), (i) => i, r.raw, found);
-  const sk = skeleton(text);
-  matches(sk.s, sk.at, r.bare, found);
+  rawMatches(asciiLower(text), r.raw, found);
+  skeletonMatches(skeleton(text), r.bare, found);
   if (!found.length) return text;
   found.sort((a, b) => a[0] - b[0]);
   // Overlapping or touching stretches are one echo.
@@ -273,6 +292,7 @@ export function buildBody(cfg: ClientConfig, spec: RequestSpec): string {
 function classifyStatus(status: number): ErrorKind {
   if (status === 429) return 'rate-limited';
   if (status >= 500) return 'server-error';
+  if (status >= 300 && status < 400) return 'redirect';
   return 'bad-request';
 }
 
@@ -297,10 +317,54 @@ function namedError(name: string, message: string): Error {
   return e;
 }
 
-const MAX_ERROR_BODY = 2048;
+/** Bytes of an error body kept (compressed or not), and characters of it decoded for the message. */
+const MAX_ERROR_BODY = 16 * 1024;
+const MAX_ERROR_TEXT = 4096;
 
 /** latin1 text (one char per byte) back to the UTF-8 string its bytes encode. */
 const utf8 = (latin1: string) => Buffer.from(latin1, 'latin1').toString('utf8');
+
+const headerOf = (h: Record<string, string | string[] | undefined> | undefined, name: string) => {
+  const v = h?.[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+};
+
+/**
+ * A server's bytes as text fit for a message: decoded when they are gzip/deflate/br-encoded (as
+ * `content-encoding` says, or by gzip's magic number), and described instead of quoted when what is
+ * left is not text (control characters, or bytes that are not UTF-8).
+ */
+export function describeBody(bytes: Buffer, encoding?: string): string {
+  let b = bytes;
+  let enc = (encoding ?? '').trim().toLowerCase();
+  if (!enc && b.length >= 2 && b[0] === 0x1f && b[1] === 0x8b) enc = 'gzip';
+  if (enc && enc !== 'identity') {
+    const opts = { maxOutputLength: MAX_ERROR_TEXT * 4, finishFlush: zlib.constants.Z_SYNC_FLUSH };
+    try {
+      if (enc === 'gzip' || enc === 'x-gzip') b = zlib.gunzipSync(b, opts);
+      else if (enc === 'deflate') b = zlib.inflateSync(b, opts);
+      else if (enc === 'br') b = zlib.brotliDecompressSync(b, { maxOutputLength: MAX_ERROR_TEXT * 4 });
+      else return `(a ${enc}-encoded body of ${bytes.length} bytes)`;
+    } catch (e) {
+      // A body cut at the cap still inflates up to the cut; anything else is described.
+      if ((e as { code?: string }).code !== 'ERR_BUFFER_TOO_LARGE')
+        return `(a ${enc}-encoded body of ${bytes.length} bytes that does not decode)`;
+    }
+  }
+  const text = b.toString('utf8', 0, Math.min(b.length, MAX_ERROR_TEXT * 4));
+  let bad = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0xfffd || (c < 32 && c !== 9 && c !== 10 && c !== 13) || c === 127) bad++;
+  }
+  if (bad > Math.max(2, text.length * 0.05))
+    return `(a binary body of ${bytes.length} bytes${enc && enc !== 'identity' ? `, ${enc}-encoded` : ''})`;
+  // A few stray control characters are shown as U+FFFD rather than sent to a terminal.
+  return (
+    (enc && enc !== 'identity' ? `(${enc}-decoded) ` : '') +
+    text.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/g, '\ufffd')
+  );
+}
 
 /**
  * One 'abort' listener per signal, fanning out to the requests in flight: EventTarget checks every
@@ -331,6 +395,8 @@ const DATA = Buffer.from('data:');
 const EVENT = Buffer.from('event:');
 const ID = Buffer.from('id:');
 const RETRY = Buffer.from('retry:');
+/** llama.cpp's server (examples/server/utils.hpp, 2024 builds) writes a stream error as an `error: {json}` line. */
+const ERROR_LINE = Buffer.from('error:');
 /** Appended when the response ends, so a last event without its blank line is still dispatched. */
 const END_OF_STREAM = Buffer.from('\n\n');
 
@@ -344,10 +410,18 @@ function startsWith(b: Buffer, pos: number, end: number, p: Buffer): boolean {
 const CHOICES = Buffer.from('choices":[{');
 const USAGE = Buffer.from('usage":{');
 const ERROR = Buffer.from('error"');
+/** A chunk that ends a choice (`"finish_reason":"length"`) or carries no text goes to the full parse. */
+const FINISH = Buffer.from('finish_reason":"');
+const EMPTY_TEXT = Buffer.from('text":""');
+const EMPTY_CONTENT = Buffer.from('content":""');
+const NULL_CONTENT = Buffer.from('content":null');
+const EMPTY_DELTA = Buffer.from('delta":{}');
 
 /**
- * An ordinary content chunk, decided on the bytes: a JSON object with `"choices":[{` and neither
- * `"usage":{` nor `"error"`. One pass over the bytes, looking only after each quote.
+ * An ordinary content chunk, decided on the bytes: a JSON object with `"choices":[{`, with neither
+ * `"usage":{` nor `"error"`, no finish_reason set, and no empty text (`"text":""`, `"content":""`,
+ * `"content":null`, `"delta":{}`). One pass over the bytes, looking only after each quote. Anything
+ * else is parsed in full (the finishing chunk, llama.cpp's empty last chunk, usage, errors).
  */
 export function isPlainChunk(b: Buffer, s: number, e: number): boolean {
   if (e - s < 2 || b[s] !== 123 /* { */ || b[e - 1] !== 125 /* } */) return false;
@@ -357,26 +431,88 @@ export function isPlainChunk(b: Buffer, s: number, e: number): boolean {
     const c = b[i + 1];
     if (c === 99 /* c */) {
       if (!choices && startsWith(b, i + 1, e, CHOICES)) choices = true;
+      else if (startsWith(b, i + 1, e, EMPTY_CONTENT) || startsWith(b, i + 1, e, NULL_CONTENT)) return false;
     } else if (c === 117 /* u */) {
       if (startsWith(b, i + 1, e, USAGE)) return false;
     } else if (c === 101 /* e */) {
       if (startsWith(b, i + 1, e, ERROR)) return false;
+    } else if (c === 102 /* f */) {
+      if (startsWith(b, i + 1, e, FINISH)) return false;
+    } else if (c === 116 /* t */) {
+      if (startsWith(b, i + 1, e, EMPTY_TEXT)) return false;
+    } else if (c === 100 /* d */) {
+      if (startsWith(b, i + 1, e, EMPTY_DELTA)) return false;
     }
   }
   return choices;
 }
 
+/** The same decision on latin1 text (an event that spanned socket reads). */
+function isPlainChunkText(p: string): boolean {
+  return isPlainChunk(Buffer.from(p, 'latin1'), 0, p.length);
+}
+
+/** A usage count as a server should send it: a finite whole number ≥ 0. */
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 0;
+
+/** What a choice carries: answer text, reasoning text (reasoning_content / reasoning), or nothing. */
+function choiceText(ch: any): 'content' | 'reasoning' | undefined {
+  if (!ch || typeof ch !== 'object') return undefined;
+  if (typeof ch.text === 'string' && ch.text.length) return 'content';
+  const d = ch.delta;
+  if (!d || typeof d !== 'object') return undefined;
+  if (typeof d.content === 'string' && d.content.length) return 'content';
+  if (Array.isArray(d.tool_calls) && d.tool_calls.length) return 'content';
+  if (
+    (typeof d.reasoning_content === 'string' && d.reasoning_content.length) ||
+    (typeof d.reasoning === 'string' && d.reasoning.length)
+  )
+    return 'reasoning';
+  return undefined;
+}
+
+/** Whether a failed attempt may be sent again: nothing of a response came, and its connection went away under it. */
+function retryable(r: RawResult, responded: boolean): boolean {
+  return !responded && r.errorKind === 'reset' && !r.chunkAt.length;
+}
+
 /**
  * Send one streaming request. Never throws and never rejects: every outcome, including a
  * refused connection, ends in a RawResult with an error kind.
+ *
+ * A request whose connection closed or reset before any byte of a response came (a server that
+ * closes idle keep-alive connections — llama.cpp's server does after every streamed response — can
+ * close one just as a request is written on it) is sent once more, on a fresh connection of its
+ * own. The retry is recorded (`retries`, and the first attempt's error in `retryError`), its
+ * latencies count from the first attempt's send time, and its TCP connect is inside its TTFT.
  */
-export function sendRequest(
+export async function sendRequest(
   dispatcher: Dispatcher,
   cfg: ClientConfig,
   spec: RequestSpec,
   signal?: AbortSignal,
 ): Promise<RawResult> {
-  return new Promise<RawResult>((resolve) => {
+  const first = await attempt(dispatcher, cfg, spec, signal);
+  if (!retryable(first.result, first.responded) || signal?.aborted) return first.result;
+  const fresh = new Client(new URL(normalizeBaseUrl(cfg.baseUrl)).origin, { pipelining: 1, connectTimeout: 10_000 });
+  try {
+    const second = await attempt(fresh, cfg, spec, signal, first.result.sentAt);
+    second.result.retries = 1;
+    second.result.retryError = first.result.errorMessage;
+    return second.result;
+  } finally {
+    fresh.destroy().catch(() => undefined);
+  }
+}
+
+function attempt(
+  dispatcher: Dispatcher,
+  cfg: ClientConfig,
+  spec: RequestSpec,
+  signal: AbortSignal | undefined,
+  sentFrom?: number,
+): Promise<{ result: RawResult; responded: boolean }> {
+  return new Promise((resolve) => {
     const base = normalizeBaseUrl(cfg.baseUrl);
     const u = new URL(base);
     const path = `${u.pathname.replace(/\/$/, '')}/v1/${cfg.api === 'chat' ? 'chat/completions' : 'completions'}`;
@@ -389,15 +525,26 @@ export function sendRequest(
     if (spec.requestId) headers['x-request-id'] = spec.requestId;
     const body = spec.body ?? buildBody(cfg, spec);
 
+    /** Arrival of each chunk that carried text (answer or reasoning). */
     const chunkAt: number[] = [];
+    /** Index in chunkAt of the first chunk with answer text; -1 until one came. */
+    let contentFrom = -1;
     let status = 0;
-    let errBody = '';
+    let resHeaders: Record<string, string | string[] | undefined> | undefined;
+    const errChunks: Buffer[] = [];
+    let errBytes = 0;
     /** An incomplete line carried over to the next read (copied). */
     let rest: Buffer | undefined;
     /** The current event's data as latin1 text, when it spans lines or reads. */
     let data: string | undefined;
+    /** The current event's `event:` name, when it had one. */
+    let eventName: string | undefined;
+    /** Line endings: LF or CRLF (the usual), or CR alone (allowed by the SSE spec), decided on the first line end. */
+    let crOnly: boolean | undefined;
+    let crPending = false;
     let done = false;
     let usageSeen = false;
+    let usageBad: string | undefined;
     let promptTokens: number | undefined;
     let outputTokens: number | undefined;
     let cachedTokens: number | undefined;
@@ -406,35 +553,55 @@ export function sendRequest(
     let failure: { kind: ErrorKind; message: string } | undefined;
     let graceTimer: NodeJS.Timeout | undefined;
     let totalTimer: NodeJS.Timeout | undefined;
+    let idleTimer: NodeJS.Timeout | undefined;
     let offAbort: (() => void) | undefined;
     let sentAt = now();
+    /** Last event that was not a comment (for the stream-idle timeout; chunk times are in chunkAt). */
+    let lastEventAt = sentAt;
 
     const finish = (end: number) => {
       if (finished) return;
       finished = true;
       if (graceTimer) clearTimeout(graceTimer);
       if (totalTimer) clearTimeout(totalTimer);
+      if (idleTimer) clearTimeout(idleTimer);
       offAbort?.();
-      const r: RawResult = { sentAt, chunkAt, endAt: end, promptTokens, outputTokens, cachedTokens, ok: false };
+      const r: RawResult = {
+        sentAt: sentFrom ?? sentAt,
+        chunkAt,
+        endAt: end,
+        promptTokens,
+        outputTokens,
+        cachedTokens,
+        ok: false,
+      };
+      if (contentFrom > 0) r.firstContentAt = chunkAt[contentFrom];
       if (status) r.httpStatus = status;
       if (failure) {
         r.errorKind = failure.kind;
         r.errorMessage = redact(failure.message, cfg.apiKey);
       } else if (status !== 200) {
         r.errorKind = classifyStatus(status);
+        const text = errBytes ? describeBody(Buffer.concat(errChunks), headerOf(resHeaders, 'content-encoding')) : '';
         // Redact before cutting to 500 characters: a cut through the key would leave part of it unredacted.
-        r.errorMessage = `HTTP ${status}: ${redactCut(errBody.trim(), 500, cfg.apiKey) || '(empty body)'}`;
+        const shown = redactCut(text.trim(), 500, cfg.apiKey) || '(empty body)';
+        if (r.errorKind === 'redirect') {
+          const to = headerOf(resHeaders, 'location');
+          r.errorMessage = `HTTP ${status}: a redirect${to ? ` to ${redactCut(to, 200, cfg.apiKey)}` : ''}, not followed: point the endpoint at the URL the server answers on${errBytes ? ` (body: ${shown})` : ''}`;
+        } else r.errorMessage = `HTTP ${status}: ${shown}`;
       } else if (done || usageSeen) {
         if (!chunkAt.length) {
           r.errorKind = 'empty';
-          r.errorMessage = 'the stream ended without a chunk carrying a choice';
+          r.errorMessage = 'the stream ended without a chunk carrying text';
         } else {
           r.ok = true;
-          if (!usageSeen) {
-            r.errorKind = 'missing-usage';
-            r.errorMessage =
-              'no usage chunk (stream_options.include_usage ignored?): output tokens counted from chunks';
+          if (!usageSeen || usageBad) {
+            r.errorKind = usageBad ? 'bad-usage' : 'missing-usage';
+            r.errorMessage = usageBad
+              ? `${usageBad}: output tokens counted from chunks`
+              : 'no usage chunk (stream_options.include_usage ignored?): output tokens counted from chunks';
             r.outputTokens = chunkAt.length;
+            if (usageBad) r.promptTokens = isCount(promptTokens) ? promptTokens : undefined;
           } else if (!done) {
             r.errorKind = 'no-done';
             r.errorMessage = `no "data: [DONE]" within ${cfg.doneGraceMs} ms after the usage chunk`;
@@ -444,7 +611,7 @@ export function sendRequest(
         r.errorKind = 'truncated';
         r.errorMessage = `the stream closed after ${chunkAt.length} chunks without usage or [DONE]`;
       }
-      resolve(r);
+      resolve({ result: r, responded: status !== 0 });
     };
     const fail = (kind: ErrorKind, message: string) => {
       if (failure || finished) return;
@@ -465,24 +632,45 @@ export function sendRequest(
     if (cfg.requestTimeoutMs > 0)
       totalTimer = setTimeout(
         () => fail('timeout', `no complete response within ${cfg.requestTimeoutMs} ms (request timeout)`),
-        cfg.requestTimeoutMs,
+        cfg.requestTimeoutMs - (sentFrom !== undefined ? sentAt - sentFrom : 0),
       );
+    // Stream idle: no event (comments and pings do not count) for idleTimeoutMs. One timer per idle
+    // period, re-armed from the last event's time, so no chunk touches a timer.
+    const idle = cfg.idleTimeoutMs;
+    const checkIdle = () => {
+      idleTimer = undefined;
+      if (finished || failure) return;
+      const last = Math.max(lastEventAt, chunkAt.length ? chunkAt[chunkAt.length - 1] : 0);
+      const left = last + idle - now();
+      if (left <= 0)
+        fail(
+          'timeout',
+          `no ${status ? 'stream event' : 'response'} for ${idle} ms (stream idle timeout${status ? '; comments and pings do not count' : ''})`,
+        );
+      else idleTimer = setTimeout(checkIdle, Math.max(1, left));
+    };
+    if (idle > 0) idleTimer = setTimeout(checkIdle, idle);
+
+    const streamError = (message: unknown) => {
+      const m =
+        typeof message === 'string'
+          ? message
+          : message && typeof message === 'object'
+            ? ((message as any).message ?? JSON.stringify(message))
+            : String(message);
+      fail('api-error', `error in the stream: ${redactCut(String(m), 300, cfg.apiKey)}`);
+    };
 
     // `payload` is latin1 (see the header): ASCII tests work on it directly; decode before parsing.
     const onEvent = (payload: string, t: number) => {
+      const name = eventName;
+      eventName = undefined;
+      lastEventAt = t;
       if (payload === '[DONE]') {
         done = true;
         return;
       }
-      const n = payload.length;
-      if (
-        chunkAt.length > 0 &&
-        payload.charCodeAt(0) === 123 /* { */ &&
-        payload.charCodeAt(n - 1) === 125 /* } */ &&
-        payload.includes('"choices":[{') &&
-        !payload.includes('"usage":{') &&
-        !payload.includes('"error"')
-      ) {
+      if (contentFrom >= 0 && name === undefined && isPlainChunkText(payload)) {
         chunkAt.push(t);
         return;
       }
@@ -490,31 +678,49 @@ export function sendRequest(
       try {
         obj = JSON.parse(utf8(payload));
       } catch {
+        if (name === 'error') return streamError(utf8(payload));
         fail('malformed-json', `a chunk is not JSON: ${redactCut(utf8(payload.slice(0, 4096)), 120, cfg.apiKey)}`);
         return;
       }
       if (obj === null || typeof obj !== 'object') {
+        if (name === 'error') return streamError(String(obj));
         fail(
           'malformed-json',
           `a chunk is not a JSON object: ${redactCut(utf8(payload.slice(0, 4096)), 120, cfg.apiKey)}`,
         );
         return;
       }
-      if (obj.error) {
-        const m = typeof obj.error === 'string' ? obj.error : (obj.error.message ?? JSON.stringify(obj.error));
-        fail('api-error', `error in the stream: ${redactCut(String(m), 300, cfg.apiKey)}`);
-        return;
-      }
+      // Errors: {"error": …} (vLLM, OpenAI), vLLM's older unwrapped ErrorResponse {"object":"error",
+      // "message": …}, and an SSE event named "error".
+      if (obj.error) return streamError(obj.error);
+      if (obj.object === 'error') return streamError(obj.message ?? obj);
+      if (name === 'error') return streamError(obj);
       const choices = obj.choices;
-      if (Array.isArray(choices) && choices.length) chunkAt.push(t);
+      let finishing = false;
+      if (Array.isArray(choices) && choices.length) {
+        const kind = choiceText(choices[0]);
+        if (kind) {
+          chunkAt.push(t);
+          if (kind === 'content' && contentFrom < 0) contentFrom = chunkAt.length - 1;
+        }
+        finishing = choices.every((c: any) => c && c.finish_reason != null);
+      }
       const usage = obj.usage;
       if (usage && typeof usage === 'object') {
         usageSeen = true;
-        if (typeof usage.prompt_tokens === 'number') promptTokens = usage.prompt_tokens;
-        if (typeof usage.completion_tokens === 'number') outputTokens = usage.completion_tokens;
-        const c = usage.prompt_tokens_details?.cached_tokens;
-        if (typeof c === 'number') cachedTokens = c;
-        if (!done && cfg.doneGraceMs >= 0 && !graceTimer) {
+        const p = usage.prompt_tokens;
+        const c = usage.completion_tokens;
+        if (p !== undefined && !isCount(p)) usageBad = `usage.prompt_tokens = ${JSON.stringify(p)} is not a count`;
+        else if (p !== undefined) promptTokens = p;
+        if (c !== undefined && !isCount(c)) usageBad = `usage.completion_tokens = ${JSON.stringify(c)} is not a count`;
+        else if (c !== undefined) outputTokens = c;
+        const cached = usage.prompt_tokens_details?.cached_tokens;
+        if (isCount(cached)) cachedTokens = cached;
+        // Usage in a chunk that still carries a running choice is vLLM's continuous_usage_stats:
+        // the stream goes on. Only the usage that ends it (no choices, or every choice finished)
+        // starts the wait for [DONE].
+        const ends = !Array.isArray(choices) || !choices.length || finishing;
+        if (ends && !done && cfg.doneGraceMs >= 0 && !graceTimer) {
           graceTimer = setTimeout(() => {
             if (!done && !finished) {
               controller?.abort(namedError('BenchGrace', 'no [DONE]'));
@@ -533,19 +739,41 @@ export function sendRequest(
       if (dBuf) {
         const b = dBuf;
         dBuf = undefined;
-        if (chunkAt.length > 0 && isPlainChunk(b, dS, dE)) chunkAt.push(t);
+        if (contentFrom >= 0 && eventName === undefined && isPlainChunk(b, dS, dE)) chunkAt.push(t);
         else onEvent(b.toString('latin1', dS, dE), t);
       } else if (data !== undefined) {
         const d = data;
         data = undefined;
         onEvent(d, t);
+      } else eventName = undefined;
+    };
+    /** CR-only line endings (SSE allows CR, LF or CRLF) turned into LF, a CRLF split across reads included. */
+    const fromCr = (b: Buffer): Buffer => {
+      const out = Buffer.allocUnsafe(b.length);
+      let n = 0;
+      for (let i = 0; i < b.length; i++) {
+        const c = b[i];
+        if (crPending && c === 10) {
+          crPending = false;
+          continue;
+        }
+        crPending = c === 13;
+        out[n++] = c === 13 ? 10 : c;
       }
+      return out.subarray(0, n);
     };
     /** Scan one read's bytes: SSE lines, an event per blank line, every event stamped with the read's time. */
     const onBytes = (chunk: Buffer, t: number) => {
       let buf = chunk;
+      if (crOnly === undefined) {
+        const lf = buf.indexOf(10);
+        const cr = buf.indexOf(13);
+        if (cr >= 0 && (lf < 0 || cr < lf - 1)) crOnly = true;
+        else if (lf >= 0) crOnly = false;
+      }
+      if (crOnly) buf = fromCr(buf);
       if (rest) {
-        buf = Buffer.concat([rest, chunk]);
+        buf = Buffer.concat([rest, buf]);
         rest = undefined;
       }
       const n = buf.length;
@@ -570,17 +798,28 @@ export function sendRequest(
             dBuf = undefined;
             data = `${prev}\n${buf.toString('latin1', v, end)}`;
           }
-        } else if (
-          buf[pos] === 58 /* ':' comment */ ||
-          startsWith(buf, pos, end, EVENT) ||
-          startsWith(buf, pos, end, ID) ||
-          startsWith(buf, pos, end, RETRY)
-        ) {
+        } else if (buf[pos] === 58 /* ':' comment */) {
+          // a comment (a keep-alive ping): not an event
+        } else if (startsWith(buf, pos, end, EVENT)) {
+          const v = pos + 6 < end && buf[pos + 6] === 32 ? pos + 7 : pos + 6;
+          eventName = buf.toString('latin1', v, end);
+        } else if (startsWith(buf, pos, end, ID) || startsWith(buf, pos, end, RETRY)) {
           // not used by OpenAI-compatible streams
+        } else if (startsWith(buf, pos, end, ERROR_LINE)) {
+          const v = pos + 6 < end && buf[pos + 6] === 32 ? pos + 7 : pos + 6;
+          const text = buf.toString('utf8', v, Math.min(end, v + 4096));
+          let m: unknown = text;
+          try {
+            m = JSON.parse(text);
+          } catch {
+            // the line's text is the message
+          }
+          streamError(m && typeof m === 'object' && 'error' in (m as object) ? (m as any).error : m);
+          return;
         } else {
           fail(
             'malformed-sse',
-            `not an SSE line: ${redactCut(buf.toString('utf8', pos, Math.min(end, pos + 4096)), 120, cfg.apiKey)}`,
+            `not an SSE line: ${redactCut(describeBody(buf.subarray(pos, Math.min(end, pos + 4096))), 120, cfg.apiKey)}`,
           );
           return;
         }
@@ -604,14 +843,27 @@ export function sendRequest(
         controller = c;
         if (failure) c.abort(namedError('BenchFail', failure.message));
       },
-      onResponseStart(_c, statusCode) {
+      onResponseStart(_c, statusCode, h) {
         status = statusCode;
+        resHeaders = h as Record<string, string | string[] | undefined>;
+        lastEventAt = now();
+        if (statusCode === 200) {
+          const enc = headerOf(resHeaders, 'content-encoding');
+          if (enc && enc.trim().toLowerCase() !== 'identity')
+            fail(
+              'malformed-sse',
+              `the stream is ${enc}-encoded (content-encoding: ${enc}); the bench reads plain text/event-stream: turn compression off for streams on the server or proxy`,
+            );
+        }
       },
       onResponseData(_c, chunk) {
         const t = now();
         if (status !== 200) {
-          if (errBody.length < MAX_ERROR_BODY)
-            errBody += chunk.toString('utf8', 0, Math.min(chunk.length, MAX_ERROR_BODY));
+          if (errBytes < MAX_ERROR_BODY) {
+            const part = chunk.subarray(0, MAX_ERROR_BODY - errBytes);
+            errChunks.push(Buffer.from(part));
+            errBytes += part.length;
+          }
           return;
         }
         if (failure) return;
@@ -633,6 +885,8 @@ export function sendRequest(
             failure = classifyError(err);
             if (failure.kind === 'reset' && chunkAt.length)
               failure.message = `connection reset after ${chunkAt.length} chunks: ${failure.message}`;
+            else if (failure.kind === 'reset' && !status)
+              failure.message = `the connection closed before any response: ${failure.message}`;
           }
         }
         finish(t);
@@ -647,7 +901,7 @@ export function sendRequest(
           headers,
           body,
           headersTimeout: cfg.idleTimeoutMs,
-          bodyTimeout: cfg.idleTimeoutMs,
+          bodyTimeout: 0,
         },
         handler,
       );
@@ -658,18 +912,41 @@ export function sendRequest(
   });
 }
 
-/** A small GET (JSON or text) with a timeout; returns status and body, or throws a classified error. */
+/**
+ * The most a GET may bring back, per path: a server (or whatever answers on its port) can send an
+ * endless body, and bytes that keep flowing never trip an idle timeout.
+ */
+export const GET_CAPS: Record<string, number> = {
+  '/v1/models': 1 << 20,
+  '/metrics': 16 << 20,
+  '/health': 64 << 10,
+};
+export const DEFAULT_GET_CAP = 1 << 20;
+
+const sizeText = (n: number) => (n >= 1 << 20 ? `${n / (1 << 20)} MiB` : `${n / 1024} KiB`);
+
+/**
+ * A small GET (JSON or text) with a timeout (on the whole exchange, not just idle time) and a size
+ * cap (GET_CAPS by path unless given); returns status and body, or throws a classified error whose
+ * message says which limit was hit.
+ */
 export async function getText(
   dispatcher: Dispatcher,
   baseUrl: string,
   path: string,
   apiKey: string | undefined,
   timeoutMs = 5000,
+  maxBytes = GET_CAPS[path] ?? DEFAULT_GET_CAP,
 ): Promise<{ status: number; body: string; ms: number }> {
   const u = new URL(normalizeBaseUrl(baseUrl));
   const headers: Record<string, string> = {};
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   const t0 = now();
+  const ac = new AbortController();
+  const timer = setTimeout(
+    () => ac.abort(namedError('BenchTimeout', `GET ${path}: no complete answer within ${timeoutMs} ms`)),
+    timeoutMs,
+  );
   try {
     const res = await dispatcher.request({
       origin: u.origin,
@@ -678,13 +955,62 @@ export async function getText(
       headers,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
+      signal: ac.signal,
     });
-    const body = await res.body.text();
+    const parts: Buffer[] = [];
+    let n = 0;
+    for await (const c of res.body) {
+      n += (c as Buffer).length;
+      if (n > maxBytes) {
+        res.body.destroy();
+        const err = new Error(
+          `GET ${path}: the answer passed ${sizeText(maxBytes)} (the cap for ${path}) and was cut off`,
+        );
+        (err as any).kind = 'too-large';
+        throw err;
+      }
+      parts.push(c as Buffer);
+    }
+    const enc = headerOf(res.headers as Record<string, string | string[] | undefined>, 'content-encoding');
+    const raw = Buffer.concat(parts);
+    const body = enc && enc.trim().toLowerCase() !== 'identity' ? describeBody(raw, enc) : raw.toString('utf8');
     return { status: res.statusCode, body, ms: now() - t0 };
   } catch (e) {
-    const c = classifyError(e);
+    if ((e as any)?.kind === 'too-large') throw e;
+    const c = ac.signal.aborted ? { kind: 'timeout', message: (ac.signal.reason as Error).message } : classifyError(e);
     const err = new Error(redact(c.message, apiKey));
     (err as any).kind = c.kind;
     throw err;
+  } finally {
+    clearTimeout(timer);
   }
+}
+
+/**
+ * One TCP connect to the endpoint's host and port (no request, Nagle off), in ms: a SYN/SYN-ACK
+ * round trip, which every request's TTFT contains at least once, so it cannot exceed the TTFT it
+ * is quoted beside (a GET round trip can: a server's Nagle/delayed-ACK pause lands in it).
+ */
+export function tcpConnectMs(baseUrl: string, timeoutMs = 5000): Promise<number> {
+  const u = new URL(normalizeBaseUrl(baseUrl));
+  const port = Number(u.port) || (u.protocol === 'https:' ? 443 : 80);
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  return new Promise((resolve, reject) => {
+    const t0 = now();
+    const sock = net.connect({ host, port, noDelay: true });
+    const timer = setTimeout(() => {
+      sock.destroy();
+      reject(new Error(`TCP connect to ${host}:${port} took over ${timeoutMs} ms`));
+    }, timeoutMs);
+    sock.once('connect', () => {
+      const ms = now() - t0;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(ms);
+    });
+    sock.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
 }

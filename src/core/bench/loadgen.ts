@@ -56,6 +56,17 @@ export interface PointRun {
   /** The event loop's delay in the thread generating the load, during the point. */
   loopLag: LagStats;
   cancelled: boolean;
+  /** What the warm-up requests (not recorded) made the server count: for the server-counter cross-check. */
+  warmup: WarmupTotals;
+}
+
+export interface WarmupTotals {
+  requests: number;
+  /** Σ usage.prompt_tokens / completion_tokens of the warm-up requests that reported usage. */
+  promptTokens: number;
+  outputTokens: number;
+  /** Warm-up requests that reached the server but reported no usage (their tokens are not known). */
+  unknown: number;
 }
 
 export interface RunPointOptions {
@@ -109,6 +120,7 @@ export async function runPoint(
 
   // Warm-up: at the point's concurrency, not recorded.
   const warm = Math.max(0, load.warmup ?? 0);
+  const warmup: WarmupTotals = { requests: 0, promptTokens: 0, outputTokens: 0, unknown: 0 };
   if (warm && !signal?.aborted) {
     const par = Math.max(1, Math.min(warm, load.concurrency ?? 1));
     let next = 0;
@@ -116,7 +128,12 @@ export async function runPoint(
       Array.from({ length: par }, async () => {
         while (next < warm && !signal?.aborted) {
           const i = next++;
-          await sendRequest(dispatcher, cfg, spec(i, 'w'), signal);
+          const r = await sendRequest(dispatcher, cfg, spec(i, 'w'), signal);
+          warmup.requests++;
+          if (r.ok && r.promptTokens !== undefined && r.outputTokens !== undefined) {
+            warmup.promptTokens += r.promptTokens;
+            warmup.outputTokens += r.outputTokens;
+          } else if (r.httpStatus) warmup.unknown++;
         }
       }),
     );
@@ -158,6 +175,11 @@ export async function runPoint(
     if (r.errorKind) rec.errorKind = r.errorKind;
     if (r.errorMessage) rec.errorMessage = r.errorMessage;
     if (r.httpStatus !== undefined && r.httpStatus !== 200) rec.httpStatus = r.httpStatus;
+    if (r.firstContentAt !== undefined) rec.firstContentMs = r.firstContentAt - t0;
+    if (r.retries) {
+      rec.retries = r.retries;
+      if (r.retryError) rec.retryError = r.retryError;
+    }
     records[id] = rec;
     doneCount++;
     opts.onRequest?.(doneCount, total);
@@ -237,6 +259,7 @@ export async function runPoint(
       max_ms: ns(lag.max),
     },
     cancelled: !!signal?.aborted,
+    warmup,
   };
 }
 

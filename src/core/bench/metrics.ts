@@ -2,8 +2,15 @@
  * Benchmark metrics, as vLLM's `vllm bench serve` defines them (so numbers compare with what users
  * already know), computed from per-request records:
  *
- *   TTFT  = first chunk carrying a choice − latency origin
- *   ITL   = gaps between successive content chunks (per chunk, not per token), pooled over requests
+ *   TTFT  = first chunk carrying text (answer or reasoning) − latency origin
+ *   TTFT content = first chunk carrying answer text − latency origin (reasoning models; when it differs)
+ *   ITL   = gaps between successive chunks that carry text (per chunk, not per token), pooled over requests
+ *
+ * A chunk "carries text" when its choice has non-empty text / delta.content (or reasoning_content,
+ * reasoning, tool_calls): a stream's role chunk, llama.cpp's empty last chunk (finish_reason and
+ * usage only) and usage chunks are not tokens, as in SGLang's bench_serving and vLLM's
+ * benchmark_serving.py before `vllm bench` (`if data["choices"][0]["text"]`); the current
+ * `vllm bench serve` client also counts chunks whose text is empty (its own server sends none).
  *   TPOT  = (E2E − TTFT) / (output_tokens − 1), per request with more than one output token
  *   E2E   = last content chunk − latency origin
  *   throughputs = totals over completed requests / the point's wall time
@@ -17,7 +24,7 @@
  */
 import { LatencySample } from '../stats/sample';
 
-/** Why a request did not end cleanly. `missing-usage` and `no-done` are soft: the request counts. */
+/** Why a request did not end cleanly. `missing-usage`, `bad-usage` and `no-done` are soft: the request counts. */
 export type ErrorKind =
   | 'connect'
   | 'reset'
@@ -25,6 +32,8 @@ export type ErrorKind =
   | 'rate-limited'
   | 'server-error'
   | 'bad-request'
+  /** An HTTP 3xx: redirects are not followed. */
+  | 'redirect'
   | 'malformed-sse'
   | 'malformed-json'
   | 'api-error'
@@ -32,6 +41,8 @@ export type ErrorKind =
   | 'empty'
   | 'cancelled'
   | 'missing-usage'
+  /** Usage that is not a count (negative, fractional, not a number): output tokens counted from chunks. */
+  | 'bad-usage'
   | 'no-done'
   | 'client';
 
@@ -48,6 +59,10 @@ export interface RequestOutcome {
   /** Never contains request headers (the API key); bodies are truncated. */
   errorMessage?: string;
   httpStatus?: number;
+  /** 1 when the request was sent again on a fresh connection after its first connection closed before any response byte. */
+  retries?: number;
+  /** The first attempt's error, when the request was retried. */
+  retryError?: string;
 }
 
 export interface RequestRecord extends RequestOutcome {
@@ -57,8 +72,10 @@ export interface RequestRecord extends RequestOutcome {
   scheduledMs: number;
   /** When the request was written to a connection (the client's own wait for one is sentMs − scheduledMs). */
   sentMs: number;
-  /** Arrival of each chunk that carried a choice (text), in order. Empty if none came. */
+  /** Arrival of each chunk that carried text (answer or reasoning), in order. Empty if none came. */
   chunkMs: number[];
+  /** Arrival of the first chunk with answer text, when reasoning chunks came before it (else chunkMs[0]). */
+  firstContentMs?: number;
   /** When the response ended (after usage / [DONE], or at the error). */
   endMs: number;
 }
@@ -123,10 +140,14 @@ export interface PointMetrics {
   /** p99 of TTFT/TPOT within the SLO (undefined without one) */
   slo_met?: boolean;
   ttft_ms: Dist;
+  /** Time to the first chunk with answer text, when some request had reasoning chunks before it. */
+  ttft_content_ms?: Dist;
   tpot_ms: Dist;
   itl_ms: Dist;
   e2e_ms: Dist;
   little: LittleLaw;
+  /** Requests sent a second time on a fresh connection (their first connection closed before any response). */
+  retried: number;
 }
 
 export interface LittleLaw {
@@ -216,8 +237,12 @@ export interface RequestTotals {
   cachedTokens?: number;
   /** Latencies from the point's origin (requestLatencies); undefined when no chunk came. */
   ttft?: number;
+  /** Time to the first answer chunk when reasoning chunks came first (else ttft). */
+  ttftContent?: number;
   e2e?: number;
   tpot?: number;
+  /** Sent a second time on a fresh connection. */
+  retried?: boolean;
 }
 
 /**
@@ -230,6 +255,10 @@ export class MetricsAccumulator {
   readonly tpot = new LatencySample();
   readonly itl = new LatencySample();
   readonly e2e = new LatencySample();
+  /** Time to the first answer chunk (equal to TTFT unless reasoning came first). */
+  readonly ttftContent = new LatencySample();
+  private reasoned = false;
+  private retried = 0;
   private readonly errors: Record<string, number> = {};
   private completed = 0;
   private failed = 0;
@@ -244,8 +273,15 @@ export class MetricsAccumulator {
 
   /** A whole record: its totals and its gaps. */
   addRecord(r: RequestRecord): void {
-    const l = r.ok ? requestLatencies(r, this.opts.latencyFrom ?? 'sent') : {};
+    const from = this.opts.latencyFrom ?? 'sent';
+    const l = r.ok ? requestLatencies(r, from) : {};
+    if (r.firstContentMs !== undefined) this.reasoned = true;
     this.addRequest({
+      retried: !!r.retries,
+      ttftContent:
+        r.ok && r.firstContentMs !== undefined
+          ? r.firstContentMs - (from === 'scheduled' ? r.scheduledMs : r.sentMs)
+          : undefined,
       ok: r.ok,
       errorKind: r.errorKind,
       scheduledMs: r.scheduledMs,
@@ -263,6 +299,7 @@ export class MetricsAccumulator {
     this.t0 = Math.min(this.t0, r.scheduledMs, r.sentMs);
     this.t1 = Math.max(this.t1, r.endMs);
     if (r.errorKind) this.errors[r.errorKind] = (this.errors[r.errorKind] ?? 0) + 1;
+    if (r.retried) this.retried++;
     if (!r.ok) {
       this.failed++;
       return;
@@ -272,6 +309,10 @@ export class MetricsAccumulator {
     this.outTok += r.outputTokens;
     this.cached += r.cachedTokens ?? 0;
     if (r.ttft !== undefined) this.ttft.add(r.ttft);
+    if (r.ttftContent !== undefined) {
+      this.reasoned = true;
+      this.ttftContent.add(r.ttftContent);
+    } else if (r.ttft !== undefined) this.ttftContent.add(r.ttft);
     if (r.e2e !== undefined) this.e2e.add(r.e2e);
     if (r.tpot !== undefined) this.tpot.add(r.tpot);
     const s = this.opts.slo;
@@ -291,7 +332,11 @@ export class MetricsAccumulator {
   /** The point's metrics; `over` adds or replaces options known only at the end (durationMs, observedInFlight). */
   result(over: SummarizeOptions = {}): PointMetrics {
     const opts = { ...this.opts, ...over };
-    const pcts = opts.percentiles ?? [90, 99];
+    // An SLO on the p99 needs the p99, whichever percentiles were asked for.
+    const asked = opts.percentiles ?? [90, 99];
+    const s0 = opts.slo;
+    const sloSet = !!s0 && (s0.ttftMs !== undefined || s0.tpotMs !== undefined || s0.e2eMs !== undefined);
+    const pcts = sloSet && !asked.includes(99) ? [...asked, 99] : asked;
     const { completed, failed } = this;
     const durationMs = opts.durationMs ?? (completed + failed ? this.t1 - this.t0 : 0);
     const dur = durationMs / 1000;
@@ -323,8 +368,10 @@ export class MetricsAccumulator {
       total_token_throughput: rate(this.inTok + this.outTok),
       ...dists,
       little,
+      retried: this.retried,
     };
-    if (opts.slo && (opts.slo.ttftMs !== undefined || opts.slo.tpotMs !== undefined || opts.slo.e2eMs !== undefined)) {
+    if (this.reasoned) m.ttft_content_ms = this.ttftContent.dist(pcts);
+    if (opts.slo && sloSet) {
       m.good_requests = this.good;
       m.goodput = rate(this.good);
       const p99 = (d: Dist) => percentileOf(d, 99);
@@ -351,10 +398,11 @@ function percentileOf(d: Dist, p: number): number {
 
 /** The formula behind each metric, for the outputs (shown beside the numbers). */
 export const FORMULAS: Record<string, string> = {
-  ttft: 'TTFT = first chunk with a choice − send time (open loop: scheduled send time)',
-  itl: 'ITL = gap between successive streamed chunks (per chunk, pooled over requests)',
+  ttft: 'TTFT = first chunk carrying text (answer or reasoning) − send time (open loop: scheduled send time)',
+  ttft_content: 'TTFT content = first chunk carrying answer text − send time (after any reasoning chunks)',
+  itl: 'ITL = gap between successive chunks that carry text (per chunk, pooled over requests; role, empty and usage-only chunks are not counted, as in SGLang bench_serving)',
   tpot: 'TPOT = (E2E − TTFT) / (output_tokens − 1), requests with > 1 output token',
-  e2e: 'E2E = last chunk − send time (open loop: scheduled send time)',
+  e2e: 'E2E = last chunk carrying text − send time (open loop: scheduled send time)',
   request_throughput: 'request throughput = completed / duration',
   output_throughput: 'output throughput = Σ usage.completion_tokens / duration',
   total_token_throughput: 'total-token throughput = (Σ prompt + Σ completion tokens) / duration',

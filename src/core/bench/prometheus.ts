@@ -1,10 +1,12 @@
 /**
  * Prometheus text exposition format (version 0.0.4), parsed by hand, and the server evidence a
- * bench point takes from vLLM's `/metrics`: Δ prefix-cache hit rate (Δhits/Δqueries, token
- * counters), Δ preemptions, and peaks of KV usage and running/waiting requests.
- *
- * Metric names moved between vLLM versions; each quantity lists its names newest first.
+ * bench point takes from a server's `/metrics`: Δ prefix-cache hit rate (Δhits/Δqueries, token
+ * counters), Δ preemptions, Δ prompt and generation tokens, and peaks of KV usage and
+ * running/waiting requests. Which names a server uses is its telemetry dialect (telemetry.ts).
  */
+import { pick, VLLM, type Quantity, type Snapshot, type TelemetryDialect } from './telemetry';
+
+export { pick, type Quantity, type Snapshot } from './telemetry';
 
 export interface Sample {
   name: string;
@@ -143,9 +145,6 @@ function parseSampleLine(line: string): Sample | undefined {
   return s;
 }
 
-/** A flat view: sample name → sum over label sets (vLLM labels by model and engine). */
-export type Snapshot = Map<string, number>;
-
 export function snapshotOf(text: string): Snapshot {
   const m: Snapshot = new Map();
   for (const f of parsePrometheusText(text).families)
@@ -156,39 +155,8 @@ export function snapshotOf(text: string): Snapshot {
   return m;
 }
 
-/** Names of each quantity, newest first (see the metrics section of the vLLM formats reference). */
-export const METRIC_NAMES = {
-  prefixHits: [
-    'vllm:prefix_cache_hits_total',
-    'vllm:prefix_cache_hits',
-    'vllm:gpu_prefix_cache_hits_total',
-    'vllm:gpu_prefix_cache_hits',
-  ],
-  prefixQueries: [
-    'vllm:prefix_cache_queries_total',
-    'vllm:prefix_cache_queries',
-    'vllm:gpu_prefix_cache_queries_total',
-    'vllm:gpu_prefix_cache_queries',
-  ],
-  prefixHitRateGauge: ['vllm:gpu_prefix_cache_hit_rate'],
-  preemptions: ['vllm:num_preemptions_total', 'vllm:num_preemptions'],
-  kvUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
-  running: ['vllm:num_requests_running'],
-  waiting: ['vllm:num_requests_waiting'],
-  promptTokens: ['vllm:prompt_tokens_total', 'vllm:prompt_tokens'],
-  generationTokens: ['vllm:generation_tokens_total', 'vllm:generation_tokens'],
-} as const;
-
-export type Quantity = keyof typeof METRIC_NAMES;
-
-/** The first name of a quantity present in a snapshot. */
-export function pick(s: Snapshot, q: Quantity): { name: string; value: number } | undefined {
-  for (const name of METRIC_NAMES[q]) {
-    const v = s.get(name);
-    if (v !== undefined) return { name, value: v };
-  }
-  return undefined;
-}
+/** vLLM's names of each quantity, newest first (telemetry.ts has every server's). */
+export const METRIC_NAMES = VLLM.names;
 
 export interface ServerEvidence {
   /** Δhits / Δqueries over the point (token counters); undefined when the server has no counters. */
@@ -208,6 +176,10 @@ export interface ServerEvidence {
   generation_tokens_delta?: number;
   /** InfLab's simulator only: how late it handed its steps' tokens to the sockets during the point (its own jitter, wall ms). */
   sim_lateness?: SimLateness;
+  /** Δ of the server's cached-prompt-token counter (SGLang), when it has one. */
+  cached_tokens_delta?: number;
+  /** The server the names belong to (its telemetry dialect). */
+  dialect?: TelemetryDialect['id'];
   scrapes: number;
 }
 
@@ -246,10 +218,15 @@ function simLateness(before: Snapshot, after: Snapshot, during: Snapshot[]): Sim
 }
 
 /** Evidence from the snapshot before the point, the one after, and any taken during it. */
-export function evidence(before: Snapshot, after: Snapshot, during: Snapshot[] = []): ServerEvidence {
-  const ev: ServerEvidence = { scrapes: 2 + during.length };
+export function evidence(
+  before: Snapshot,
+  after: Snapshot,
+  during: Snapshot[] = [],
+  dialect: TelemetryDialect = VLLM,
+): ServerEvidence {
+  const ev: ServerEvidence = { scrapes: 2 + during.length, dialect: dialect.id };
   const delta = (q: Quantity) => {
-    const a = pick(after, q);
+    const a = pick(after, q, dialect);
     if (!a) return undefined;
     const b = before.get(a.name) ?? 0;
     return { name: a.name, d: a.value - b };
@@ -262,7 +239,7 @@ export function evidence(before: Snapshot, after: Snapshot, during: Snapshot[] =
     ev.prefix_metric = `${h.name} / ${qd.name}`;
     ev.prefix_hit_rate = qd.d > 0 ? h.d / qd.d : undefined;
   } else {
-    const g = pick(after, 'prefixHitRateGauge');
+    const g = pick(after, 'prefixHitRateGauge', dialect);
     if (g) ev.prefix_hit_rate_gauge = g.value;
   }
   const p = delta('preemptions');
@@ -271,11 +248,13 @@ export function evidence(before: Snapshot, after: Snapshot, during: Snapshot[] =
   if (pt) ev.prompt_tokens_delta = pt.d;
   const gt = delta('generationTokens');
   if (gt) ev.generation_tokens_delta = gt.d;
+  const ct = delta('cachedTokens');
+  if (ct) ev.cached_tokens_delta = ct.d;
   const all = [before, ...during, after];
   const peak = (q: Quantity) => {
     let m: number | undefined;
     for (const s of all) {
-      const v = pick(s, q)?.value;
+      const v = pick(s, q, dialect)?.value;
       if (v !== undefined && (m === undefined || v > m)) m = v;
     }
     return m;

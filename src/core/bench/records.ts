@@ -25,6 +25,12 @@ export interface ColumnarRecords {
   error_kind: (string | null)[];
   error_message: (string | null)[];
   http_status: (number | null)[];
+  /** Present when a request's answer text began after reasoning chunks: first answer chunk − sent (else null). */
+  first_content_ms?: (number | null)[];
+  /** Present when a request was retried: 1 for those (on a fresh connection, before any response byte), else 0. */
+  retries?: number[];
+  /** The first attempt's error of each retried request (else null); present with `retries`. */
+  retry_error?: (string | null)[];
 }
 
 const us = (x: number) => Math.round(x * 1000) / 1000;
@@ -69,6 +75,14 @@ export function toColumnar(records: RequestRecord[]): ColumnarRecords {
     c.error_message.push(r.errorMessage ?? null);
     c.http_status.push(r.httpStatus ?? null);
   }
+  if (records.some((r) => r.firstContentMs !== undefined))
+    c.first_content_ms = records.map((r) =>
+      r.firstContentMs === undefined ? null : us(us(r.firstContentMs) - us(r.sentMs)),
+    );
+  if (records.some((r) => r.retries)) {
+    c.retries = records.map((r) => r.retries ?? 0);
+    c.retry_error = records.map((r) => r.retryError ?? null);
+  }
   return c;
 }
 
@@ -96,6 +110,13 @@ export function fromColumnar(c: ColumnarRecords): RequestRecord[] {
     if (c.error_kind[i] !== null) r.errorKind = c.error_kind[i] as ErrorKind;
     if (c.error_message[i] !== null) r.errorMessage = c.error_message[i]!;
     if (c.http_status[i] !== null) r.httpStatus = c.http_status[i]!;
+    const fc = c.first_content_ms?.[i];
+    if (fc !== undefined && fc !== null) r.firstContentMs = us(c.sent[i] + fc);
+    if (c.retries?.[i]) {
+      r.retries = c.retries[i];
+      const e = c.retry_error?.[i];
+      if (e) r.retryError = e;
+    }
     out.push(r);
   }
   return out;

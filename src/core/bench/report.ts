@@ -10,6 +10,7 @@ import { finding, type CellPath, type Finding } from '../findings';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
 import { FORMULAS, percentile, percentileSorted, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
+import { doneLabel, loadLabel, qualityFacts, qualityFindings, rttFact, rttNote } from './quality';
 import { fromColumnar } from './records';
 import type { PointResult, SweepResult } from './sweep';
 
@@ -61,7 +62,8 @@ function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): stri
 
 /** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
 export function benchValues(
-  r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'>,
+  r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'> &
+    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts'>>,
   spec: ReportSpec,
 ): Record<string, unknown> {
   const pk = spec.percentiles;
@@ -81,6 +83,7 @@ export function benchValues(
       goodput: r3(m.goodput),
       slo_met: m.slo_met,
       ttft_ms: dshort(m.ttft_ms),
+      ttft_content_ms: m.ttft_content_ms ? dshort(m.ttft_content_ms) : undefined,
       tpot_ms: dshort(m.tpot_ms),
       itl_ms: dshort(m.itl_ms),
       itl_read_together_share: r3(burstShare(p)?.share),
@@ -93,6 +96,10 @@ export function benchValues(
         error: r3(m.little.error),
       },
       max_in_flight: p.maxInFlight,
+      retried: m.retried,
+      load: p.load,
+      usage: p.usage,
+      server_counters: p.serverCounters,
       client_loop_lag_ms: { p50: r3(p.loopLag.p50_ms), p99: r3(p.loopLag.p99_ms), max: r3(p.loopLag.max_ms) },
       dispatch_lag_ms: p.dispatchLagMs ? dshort(p.dispatchLagMs) : undefined,
       server: p.evidence,
@@ -141,8 +148,21 @@ export function benchValues(
         ? { mode: 'fixed', value: spec.seed.value }
         : { mode: 'per-point', base: spec.seed.base },
     thread: r.thread,
-    rtt_ms: r.rtt ? { median: r3(r.rtt.median_ms), min: r3(r.rtt.min_ms), n: r.rtt.n, path: r.rtt.path } : null,
+    rtt_ms: r.rtt
+      ? {
+          median: r3(r.rtt.median_ms),
+          min: r3(r.rtt.min_ms),
+          n: r.rtt.n,
+          path: r.rtt.path,
+          method: r.rtt.method,
+          reliable: r.rtt.reliable ?? true,
+          unreliable_reason: r.rtt.unreliable_reason,
+        }
+      : null,
     server_metrics: r.metricsAvailable,
+    telemetry: r.telemetry ?? null,
+    vocab: r.vocab ?? null,
+    timeouts: r.timeouts ?? null,
     run_id: r.runId,
     stopped: r.stopped ?? null,
     points,
@@ -202,7 +222,7 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
     }
     if (m.failed > 0) {
       const kinds = Object.entries(m.errors)
-        .filter(([k]) => k !== 'missing-usage' && k !== 'no-done')
+        .filter(([k]) => k !== 'missing-usage' && k !== 'no-done' && k !== 'bad-usage')
         .map(([k, n]) => `${k} ×${n}`)
         .join(', ');
       const first = p.records ? p.records.error_message.find((x, i) => x && p.records!.ok[i] === 0) : undefined;
@@ -282,6 +302,7 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
         ),
       );
   }
+  fs.push(...qualityFindings(r, at));
   if (r.stopped) {
     const sev = r.stopped.reason === 'cancelled' ? 'info' : 'warning';
     fs.push(
@@ -318,8 +339,8 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
   const rows = r.points.map((p) => {
     const m = p.metrics;
     return {
-      load: pointLabel(p),
-      done: `${m.completed}/${m.completed + m.failed}`,
+      load: loadLabel(p),
+      done: doneLabel(p),
       req_s: fmtNum(m.request_throughput, 2),
       out_tok_s: fmtNum(m.output_throughput, 1),
       ttft: `${ms(m.ttft_ms.median)} / ${ms(m.ttft_ms.p[p99])}`,
@@ -341,9 +362,7 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       lag: ms(p.loopLag.p99_ms),
     };
   });
-  const rtt = r.rtt
-    ? `network RTT ${ms(r.rtt.median_ms)} ms (median of ${r.rtt.n} GET ${r.rtt.path}); it is inside every TTFT below. `
-    : '';
+  const rtt = rttNote(r);
   const note =
     rtt +
     (spec.mode === 'closed'
@@ -392,13 +411,13 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
         ? `fixed ${spec.seed.value} at every point (prefix-cache trap)`
         : `per point, from base ${spec.seed.base}`,
     ],
+    ['network RTT', rttFact(r)],
     [
-      'network RTT',
-      r.rtt
-        ? `${ms(r.rtt.median_ms)} ms median, ${ms(r.rtt.min_ms)} ms min (${r.rtt.n} × GET ${r.rtt.path})`
-        : 'not measured',
+      'server /metrics',
+      r.metricsAvailable
+        ? `${r.telemetry ? `${r.telemetry.server}: ` : ''}scraped before, during and after each point`
+        : 'not available',
     ],
-    ['server /metrics', r.metricsAvailable ? 'scraped before, during and after each point' : 'not available'],
     [
       'failure policy',
       spec.stopAbove === undefined
@@ -409,6 +428,7 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
   ];
   const late = simLatenessFact(r);
   if (late) facts.push(late);
+  facts.push(...qualityFacts(r, spec.input));
   if (r.stopped) facts.push(['stopped', r.stopped.message]);
   return factsOutput('Bench run', facts);
 }

@@ -174,7 +174,9 @@ export async function runPointThreads(
   let observed = 0;
   let maxInFlight = 0;
   const lag = { mean_ms: 0, p50_ms: 0, p99_ms: 0, max_ms: 0 };
+  const warmup = { requests: 0, promptTokens: 0, outputTokens: 0, unknown: 0 };
   for (const r of runs) {
+    for (const key of Object.keys(warmup) as (keyof typeof warmup)[]) warmup[key] += r.warmup[key];
     const shift = r.t0EpochMs - base;
     for (const x of fromColumnar(r.records)) {
       x.scheduledMs += shift;
@@ -196,6 +198,7 @@ export async function runPointThreads(
     maxInFlight,
     loopLag: lag,
     cancelled: !!opts.signal?.aborted || runs.some((r) => r.cancelled),
+    warmup,
   };
 }
 

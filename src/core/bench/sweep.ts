@@ -6,10 +6,29 @@
  */
 import { setMaxListeners } from 'node:events';
 import type { Dispatcher } from 'undici';
-import { createAgent, getText, normalizeBaseUrl, redact, redactDeep, type BenchApi, type ClientConfig } from './client';
+import {
+  createAgent,
+  getText,
+  normalizeBaseUrl,
+  redact,
+  redactDeep,
+  tcpConnectMs,
+  type BenchApi,
+  type ClientConfig,
+} from './client';
+import {
+  loadCheck,
+  rttVerdict,
+  serverCounterCheck,
+  usageCheck,
+  type LoadCheck,
+  type ServerCounterCheck,
+  type UsageCheck,
+} from './crosscheck';
 import { runPoint, type PointRun } from './loadgen';
 import { median, summarizeRecords, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
+import { detectDialect, type TelemetryDialect } from './telemetry';
 import { pointSeed, promptSource } from './prompts';
 import { toColumnar, type ColumnarRecords } from './records';
 
@@ -20,8 +39,10 @@ export interface SweepOptions {
   api?: BenchApi;
   /** Model name for requests; default: the first model /v1/models lists. */
   model?: string;
-  /** Vocabulary size for random prompt ids. */
+  /** Vocabulary size for random prompt ids (the server's own, from /v1/models, wins where it says). */
   vocab: number;
+  /** Names of the setup's model (catalog id, display name), to compare with what /v1/models serves. */
+  setupModel?: string[];
   input: number;
   output: number;
   /** Closed loop: one point per concurrency. */
@@ -36,7 +57,9 @@ export interface SweepOptions {
   warmup?: number;
   /** Per-point seeds derived from `base` (default), or one fixed seed for every point (the trap). */
   seed?: { mode: 'per-point'; base: number } | { mode: 'fixed'; value: number };
+  /** Stream idle: no event (comments and pings do not count) for this long ends a request. Default DEFAULT_IDLE_TIMEOUT_MS. */
   idleTimeoutMs?: number;
+  /** Whole-request limit. Default DEFAULT_REQUEST_TIMEOUT_MS; 0 = none. */
   requestTimeoutMs?: number;
   doneGraceMs?: number;
   topP?: number;
@@ -47,7 +70,7 @@ export interface SweepOptions {
   scrapeIntervalMs?: number;
   /** Stop after a point whose failure rate exceeds this (0..1); undefined = continue. */
   stopAbove?: number;
-  /** GET round trips used to measure the network RTT. */
+  /** TCP connects used to measure the network RTT. */
   rttProbes?: number;
   percentiles?: number[];
   slo?: SloSpec;
@@ -77,13 +100,28 @@ export interface PointResult extends Omit<PointRun, 'records'> {
   contaminated: boolean;
   contaminationReason?: string;
   records?: ColumnarRecords;
+  /** The server's usage against the request and the chunks. */
+  usage?: UsageCheck;
+  /** The client's token totals against the server's counters (when /metrics has them). */
+  serverCounters?: ServerCounterCheck;
+  /** The load the point really had. */
+  load?: LoadCheck;
 }
 
+export const DEFAULT_REQUEST_TIMEOUT_MS = 600_000;
+export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+
 export interface RttResult {
+  /** How it was measured: TCP connects to the endpoint's host and port. */
+  method: 'tcp-connect';
+  /** Kept for older results: the target ("host:port"). */
   path: string;
   n: number;
   median_ms: number;
   min_ms: number;
+  /** False when the probe exceeds a median TTFT it should be inside (then it is not quoted). */
+  reliable?: boolean;
+  unreliable_reason?: string;
 }
 
 export interface SweepInfo {
@@ -92,6 +130,12 @@ export interface SweepInfo {
   maxModelLen?: number;
   rtt?: RttResult;
   metricsAvailable: boolean;
+  /** Whose /metrics names were read (vLLM, llama.cpp, SGLang). */
+  telemetry?: { dialect: TelemetryDialect['id']; server: string };
+  /** The vocabulary prompt ids were drawn from, and where it came from. */
+  vocab?: { size: number; source: 'server' | 'setup'; server?: number; setup: number };
+  /** The limits every request ran under (ms; 0 = none). */
+  timeouts?: { request_ms: number; stream_idle_ms: number };
   notes: string[];
   runId: string;
 }
@@ -118,51 +162,67 @@ export interface SweepHooks {
   onProgress?(p: ProgressInfo): void;
 }
 
+/** Lower-case letters and digits: "Qwen/Qwen3-8B" and "qwen3-8b" compare equal. */
+const squash = (x: string) => x.toLowerCase().replace(/[^a-z0-9]/g, '');
+
 async function probe(
   d: Dispatcher,
   o: SweepOptions,
   notes: string[],
-): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult; simSpeed?: number }> {
-  const times: number[] = [];
+): Promise<{ model?: string; maxModelLen?: number; rtt?: RttResult; simSpeed?: number; serverVocab?: number }> {
   let model: string | undefined;
   let maxModelLen: number | undefined;
   let simSpeed: number | undefined;
-  let path = '/v1/models';
+  let serverVocab: number | undefined;
+  const shown = normalizeBaseUrl(o.endpoint).replace(/\/\/[^@/]*@/, '//');
+  try {
+    const r = await getText(d, o.endpoint, '/v1/models', o.apiKey);
+    if (r.status === 200) {
+      try {
+        const j = JSON.parse(r.body);
+        const m0 = j?.data?.[0];
+        const id = m0?.id;
+        if (typeof id === 'string' && id) model = id;
+        const len = m0?.max_model_len;
+        if (typeof len === 'number' && Number.isFinite(len)) maxModelLen = len;
+        const sp = m0?.inflab_sim_speed;
+        if (typeof sp === 'number' && sp > 0 && sp !== 1) simSpeed = sp;
+        // llama.cpp's server lists its vocabulary in meta.n_vocab.
+        const nv = m0?.meta?.n_vocab;
+        if (typeof nv === 'number' && Number.isInteger(nv) && nv > 0) serverVocab = nv;
+      } catch {
+        notes.push('GET /v1/models did not return JSON');
+      }
+    } else notes.push(`GET /v1/models answered HTTP ${r.status}`);
+  } catch (e) {
+    const kind = (e as { kind?: string }).kind;
+    notes.push(kind === 'too-large' ? (e as Error).message : `cannot reach ${shown}: ${(e as Error).message}`);
+    if (kind !== 'too-large') return {};
+  }
+  const times: number[] = [];
+  const u = new URL(normalizeBaseUrl(o.endpoint));
   for (let i = 0; i < Math.max(1, o.rttProbes ?? 5); i++) {
     try {
-      const r = await getText(d, o.endpoint, path, o.apiKey);
-      if (i === 0) {
-        if (r.status === 200) {
-          try {
-            const j = JSON.parse(r.body);
-            const id = j?.data?.[0]?.id;
-            if (typeof id === 'string' && id) model = id;
-            const len = j?.data?.[0]?.max_model_len;
-            if (typeof len === 'number' && Number.isFinite(len)) maxModelLen = len;
-            const sp = j?.data?.[0]?.inflab_sim_speed;
-            if (typeof sp === 'number' && sp > 0 && sp !== 1) simSpeed = sp;
-          } catch {
-            notes.push('GET /v1/models did not return JSON');
-          }
-        } else {
-          notes.push(`GET /v1/models answered HTTP ${r.status}; RTT measured on /health instead`);
-          path = '/health';
-          continue;
-        }
-      }
-      times.push(r.ms);
+      times.push(await tcpConnectMs(o.endpoint));
     } catch (e) {
-      notes.push(`cannot reach ${normalizeBaseUrl(o.endpoint).replace(/\/\/[^@/]*@/, '//')}: ${(e as Error).message}`);
+      notes.push(`the RTT probe could not connect: ${redact((e as Error).message, o.apiKey)}`);
       break;
     }
   }
-  // The first round trip pays for the TCP connection; the rest measure the network.
-  const warm = times.length > 1 ? times.slice(1) : times;
   return {
     model,
     maxModelLen,
     simSpeed,
-    rtt: warm.length ? { path, n: warm.length, median_ms: median(warm), min_ms: Math.min(...warm) } : undefined,
+    serverVocab,
+    rtt: times.length
+      ? {
+          method: 'tcp-connect',
+          path: `${u.hostname}:${u.port || (u.protocol === 'https:' ? 443 : 80)}`,
+          n: times.length,
+          median_ms: median(times),
+          min_ms: Math.min(...times),
+        }
+      : undefined,
   };
 }
 
@@ -180,12 +240,14 @@ function toSimulatedTime(records: RequestRecord[], speed: number): RequestRecord
   }));
 }
 
-async function scrape(d: Dispatcher, o: SweepOptions): Promise<Snapshot | undefined> {
+async function scrape(d: Dispatcher, o: SweepOptions, notes?: string[]): Promise<Snapshot | undefined> {
   try {
     const r = await getText(d, o.endpoint, '/metrics', o.apiKey, 3000);
     if (r.status !== 200) return undefined;
     return snapshotOf(r.body);
-  } catch {
+  } catch (e) {
+    if ((e as { kind?: string }).kind === 'too-large' && notes && !notes.includes((e as Error).message))
+      notes.push((e as Error).message);
     return undefined;
   }
 }
@@ -220,10 +282,33 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       notes.push(
         `the simulated endpoint runs ${speed}× faster than simulated time: latencies and throughputs are reported in simulated time (measured × ${speed})`,
       );
-    const baseline = o.scrape === false ? undefined : await scrape(agent, o);
-    const metricsAvailable = !!baseline && [...baseline.keys()].some((k) => k.startsWith('vllm:'));
+    const names = (o.setupModel ?? []).filter(Boolean);
+    const served = pr.model ? squash(pr.model) : '';
+    if (served && names.length && !names.some((n) => served.includes(squash(n)) || squash(n).includes(served)))
+      notes.push(
+        `the server serves "${shownModel}", the setup names "${names[names.length - 1]}": prompts are token ids drawn for the setup's model, and physics checks use it; if the server runs another model, name that one in the setup (ids outside its vocabulary fail every request)`,
+      );
+    let vocab = o.vocab;
+    let vocabSource: 'server' | 'setup' = 'setup';
+    if (pr.serverVocab !== undefined) {
+      if (pr.serverVocab !== o.vocab)
+        notes.push(
+          `prompt token ids are drawn from the server's vocabulary (${pr.serverVocab}, /v1/models meta.n_vocab), not the setup's (${o.vocab})`,
+        );
+      vocab = pr.serverVocab;
+      vocabSource = 'server';
+    }
+    const baseline = o.scrape === false ? undefined : await scrape(agent, o, notes);
+    const dialect = detectDialect(baseline);
+    const metricsAvailable = !!dialect;
     if (o.scrape !== false && !metricsAvailable)
-      notes.push('the endpoint has no vLLM /metrics: no server evidence (prefix-cache hit rate, preemptions)');
+      notes.push(
+        'the endpoint has no /metrics of a known server (vLLM, llama.cpp, SGLang): no server evidence (prefix-cache hit rate, preemptions, token counters)',
+      );
+    const timeouts = {
+      request_ms: o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+      stream_idle_ms: o.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+    };
     const info: SweepInfo = redactDeep(
       {
         endpoint: normalizeBaseUrl(o.endpoint),
@@ -231,6 +316,9 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         maxModelLen: pr.maxModelLen,
         rtt: pr.rtt,
         metricsAvailable,
+        telemetry: dialect ? { dialect: dialect.id, server: dialect.server } : undefined,
+        vocab: { size: vocab, source: vocabSource, server: pr.serverVocab, setup: o.vocab },
+        timeouts,
         notes,
         runId,
       },
@@ -242,8 +330,8 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       api: o.api ?? 'completions',
       model,
       apiKey: o.apiKey,
-      idleTimeoutMs: o.idleTimeoutMs ?? 60_000,
-      requestTimeoutMs: o.requestTimeoutMs ?? 0,
+      idleTimeoutMs: timeouts.stream_idle_ms,
+      requestTimeoutMs: timeouts.request_ms,
       doneGraceMs: o.doneGraceMs ?? 1000,
       topP: o.topP ?? 0.95,
       topK: o.topK ?? 50,
@@ -262,7 +350,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       }
       const l = loads[i];
       const seed = seedCfg.mode === 'fixed' ? pointSeed(seedCfg.value, i, true) : pointSeed(seedCfg.base, i, false);
-      const prompts = promptSource(seed, o.input, o.vocab, cfg.api === 'chat' ? 'words' : 'ids');
+      const prompts = promptSource(seed, o.input, vocab, cfg.api === 'chat' ? 'words' : 'ids');
       const label = open ? `rate ${l.rate} req/s` : `concurrency ${l.concurrency}`;
       const before = metricsAvailable ? await scrape(agent, o) : undefined;
       const during: Snapshot[] = [];
@@ -336,7 +424,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         durationMs: run.durationMs,
         observedInFlight: run.observedInFlight,
       });
-      const ev = before && after ? evidence(before, after, during) : undefined;
+      const ev = before && after ? evidence(before, after, during, dialect) : undefined;
       const threshold = o.contaminationThreshold ?? 0.1;
       const cachedShare =
         metrics.total_input_tokens > 0 && run.records.some((r) => r.cachedTokens !== undefined)
@@ -364,7 +452,11 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         dispatchLagMs: run.dispatchLagMs,
         loopLag: run.loopLag,
         cancelled: run.cancelled,
+        warmup: run.warmup,
         records: o.keepRecords === false ? undefined : toColumnar(run.records),
+        usage: usageCheck(run.records, o.input, o.output),
+        serverCounters: serverCounterCheck(run.records, run.warmup, ev, dialect),
+        load: loadCheck(open ? o.maxConcurrency : l.concurrency, run.records.length, run.maxInFlight),
       };
       if (run.cancelled) {
         // A point cut short is not a measurement of its load: report it as cancelled, not as a point.
@@ -387,6 +479,14 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         };
         break;
       }
+    }
+    if (info.rtt) {
+      const v = rttVerdict(
+        info.rtt.median_ms,
+        points.map((p) => p.metrics.ttft_ms.median),
+      );
+      info.rtt.reliable = v.reliable;
+      if (v.reason) info.rtt.unreliable_reason = v.reason;
     }
     return redactDeep({ ...info, notes: notes.map((n) => redact(n, o.apiKey)), points, stopped }, o.apiKey);
   } finally {

@@ -108,9 +108,12 @@ const base = {
     .enum(['completions', 'chat'])
     .default('completions')
     .describe('OpenAI API the requests use: /v1/completions or /v1/chat/completions.'),
-  /** No bytes for this long ends a request with kind "timeout". */
-  timeout: timerSpan().optional().describe('No bytes for this long ends a request as a timeout.'),
-  request_timeout: timerSpan().optional().describe('Longest a whole request may take.'),
+  timeout: timerSpan()
+    .optional()
+    .describe(
+      'Stream idle: no SSE event for this long (comments and pings do not count) ends a request as a timeout. Default 60 s.',
+    ),
+  request_timeout: timerSpan().optional().describe('Longest a whole request may take. Default 10 min.'),
   on_failure: onFailure
     .optional()
     .describe('What a point does when requests fail: continue, or stop above a failure ratio.'),
@@ -281,6 +284,7 @@ async function run(cell: Cell, ctx: RunContext) {
     apiKey,
     api: cell.api,
     vocab: setup.model.vocab,
+    setupModel: [setup.model.id, setup.model.name],
     input: cell.input.value,
     output: cell.output.value,
     concurrency: open ? undefined : concurrency,
@@ -291,8 +295,8 @@ async function run(cell: Cell, ctx: RunContext) {
     durationMs: cell.duration ? cell.duration.value * 1000 : undefined,
     warmup: cell.warmup,
     seed,
-    idleTimeoutMs: cell.timeout ? cell.timeout.value * 1000 : 60_000,
-    requestTimeoutMs: cell.request_timeout ? cell.request_timeout.value * 1000 : 0,
+    idleTimeoutMs: cell.timeout ? cell.timeout.value * 1000 : undefined,
+    requestTimeoutMs: cell.request_timeout ? cell.request_timeout.value * 1000 : undefined,
     topP: cell.top_p,
     topK: cell.top_k,
     temperature: cell.temperature,
