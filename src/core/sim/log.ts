@@ -4,6 +4,7 @@
  * periodic stats line with `Engine 000: ` and `Preemptions: %d` (preemptions in the window), and
  * uvicorn's access line.
  */
+import * as fs from 'node:fs';
 import { GiB } from '../units';
 import type { EngineConfig } from './engine';
 
@@ -148,4 +149,48 @@ export class VllmLog {
     this.uvicorn('Waiting for application startup.');
     this.uvicorn('Application startup complete.');
   }
+}
+
+/**
+ * A log file the simulator appends to, where a failure to write never stops serving: a full disk
+ * (ENOSPC), a file that cannot be opened, an I/O error are said once through `warn`, and the
+ * simulator serves on (later lines are tried again, silently, in case space comes back).
+ */
+export function fileLogSink(
+  file: string,
+  warn: (message: string) => void,
+): { write(line: string): void; close(): void } {
+  let fd: number | undefined;
+  let warned = false;
+  const say = (e: unknown, what: string) => {
+    if (warned) return;
+    warned = true;
+    warn(
+      `the log ${file} ${what} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): the simulator serves on without it; free space or give another --log`,
+    );
+  };
+  try {
+    fd = fs.openSync(file, 'a');
+  } catch (e) {
+    say(e, 'cannot be opened');
+  }
+  return {
+    write(line) {
+      if (fd === undefined) return;
+      try {
+        fs.writeSync(fd, line + '\n');
+      } catch (e) {
+        say(e, 'cannot be written');
+      }
+    },
+    close() {
+      if (fd === undefined) return;
+      try {
+        fs.closeSync(fd);
+      } catch {
+        // closing a log that could not be written: nothing more to say
+      }
+      fd = undefined;
+    },
+  };
 }

@@ -8,14 +8,13 @@
  * GET /metrics, GET /version. Errors are OpenAI-style: {"error": {message, type, param, code}}.
  */
 import { randomBytes } from 'node:crypto';
-import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { findGpu, findModel } from '../catalog';
 import type { Setup } from '../engine/types';
 import { createEngine, type Engine, type EngineOptions, type SimRequest, type StepResult } from './engine';
-import { VllmLog } from './log';
+import { fileLogSink, VllmLog } from './log';
 import { renderMetrics, SimMetrics } from './prom';
 import { chatPrompt, detokenize, idToChar, tokenize } from './tokenizer';
 
@@ -33,6 +32,8 @@ export interface SimServerOptions {
   servedModelName?: string;
   /** vLLM-format log: a file path (appended), 'stdout', 'stderr', a line callback, or false (default). */
   log?: string | ((line: string) => void) | false;
+  /** Where a log file's first write failure is said (default stderr); serving goes on. */
+  onLogWarning?: (message: string) => void;
   /** Seconds of wall time between stats lines (default 10, as vLLM). */
   statsIntervalS?: number;
   /**
@@ -187,15 +188,15 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   const created = Math.floor(Date.now() / 1000);
 
   // ---- log sink ----
-  let logFd: number | undefined;
+  let logFile: ReturnType<typeof fileLogSink> | undefined;
   let write: ((line: string) => void) | undefined;
   if (typeof opts.log === 'function') write = opts.log;
   else if (opts.log === 'stdout') write = (l) => process.stdout.write(l + '\n');
   else if (opts.log === 'stderr') write = (l) => process.stderr.write(l + '\n');
   else if (typeof opts.log === 'string' && opts.log) {
-    logFd = fs.openSync(opts.log, 'a');
-    const fd = logFd;
-    write = (l) => fs.writeSync(fd, l + '\n');
+    // A full disk or an unwritable file never stops serving: warned once (log.ts).
+    logFile = fileLogSink(opts.log, opts.onLogWarning ?? ((m) => process.stderr.write(`inflab sim: ${m}\n`)));
+    write = logFile.write;
   }
   const log = write ? new VllmLog({ write }) : undefined;
 
@@ -744,7 +745,7 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         server.close(() => resolve());
         for (const s of sockets) s.destroy();
       });
-      if (logFd !== undefined) fs.closeSync(logFd);
+      logFile?.close();
     },
   };
 }
