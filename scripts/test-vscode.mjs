@@ -27,7 +27,7 @@ const screenshot = argv.includes('--screenshot');
 const keep = argv.includes('--keep');
 // --vsix FILE: install the packaged extension into code-server and test the installed copy.
 const vsix = argv.includes('--vsix') ? path.resolve(argv[argv.indexOf('--vsix') + 1]) : undefined;
-const PASS_TIMEOUT_MS = Number(process.env.INFLAB_VSCODE_TIMEOUT_MS || 300_000);
+const PASS_TIMEOUT_MS = Number(process.env.INFLAB_VSCODE_TIMEOUT_MS || 900_000);
 const t0 = Date.now();
 
 const cleanups = [];
@@ -94,7 +94,17 @@ function startBridge(getPage) {
         await page.setViewportSize(size);
         body = { ok: true, detail: path.relative(root, file) };
       } else if (url.pathname === '/dismiss-dialog') body = await dismissDialog(page);
-      else if (url.pathname === '/type-quick-input') {
+      else if (url.pathname === '/plot-boxes') body = await plotBoxes(page);
+      else if (url.pathname === '/open-html') body = await openHtml(page, url.searchParams.get('file') ?? '');
+      else if (url.pathname === '/shot') {
+        // A look at the window as it is (INFLAB_TEST_SHOTS names the folder; nothing otherwise).
+        const dir = process.env.INFLAB_TEST_SHOTS;
+        if (dir) {
+          fs.mkdirSync(dir, { recursive: true });
+          await page.screenshot({ path: path.join(dir, `${url.searchParams.get('name') ?? 'shot'}.png`) });
+        }
+        body = { ok: true, detail: dir ? 'saved' : 'INFLAB_TEST_SHOTS not set' };
+      } else if (url.pathname === '/type-quick-input') {
         // Types into VS Code's quick input (an input box a command opened) as a person would.
         const input = page.locator('.quick-input-widget input.input');
         await input.first().waitFor({ state: 'visible', timeout: 15_000 });
@@ -137,6 +147,70 @@ async function findRenderedSvg(page) {
     await new Promise((r) => setTimeout(r, 250));
   }
   return { ok: false, detail: `no .inflab-vega svg with marks in ${page.frames().length} frames ${seen}` };
+}
+
+/**
+ * The boxes of the plots the renderer drew, in the output webview's own coordinates: outputs are
+ * absolutely placed there, so two plots drawn on top of each other have overlapping boxes.
+ */
+async function plotBoxes(page) {
+  const deadline = Date.now() + 30_000;
+  let last = [];
+  while (Date.now() < deadline) {
+    for (const f of page.frames()) {
+      try {
+        const r = await f.evaluate(() =>
+          [...document.querySelectorAll('.inflab-vega')]
+            .filter((e) => e.querySelector('svg path'))
+            .map((e) => {
+              const b = e.getBoundingClientRect();
+              return { top: b.top + window.scrollY, bottom: b.bottom + window.scrollY, left: b.left, right: b.right };
+            }),
+        );
+        if (r.length > last.length) last = r;
+      } catch {
+        /* frame navigating or gone */
+      }
+    }
+    if (last.length >= 2) return { ok: true, detail: JSON.stringify(last) };
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return { ok: false, detail: `fewer than two drawn plots: ${JSON.stringify(last)}` };
+}
+
+/** Open an exported HTML file in a new tab of the same Chromium and report what it shows. */
+async function openHtml(page, file) {
+  const tab = await page.context().newPage();
+  const fetched = [];
+  tab.on('request', (r) => {
+    if (!r.url().startsWith('file:')) fetched.push(r.url());
+  });
+  try {
+    await tab.goto(`file://${file}`);
+    const info = await tab.evaluate(() => {
+      const svgs = [...document.querySelectorAll('.plot svg')].filter((s) => s.getBoundingClientRect().width > 0);
+      const verdict = [...document.querySelectorAll('table')].find((t) =>
+        [...t.querySelectorAll('th')].some((th) => th.textContent === 'verdict'),
+      );
+      return {
+        plots: svgs.length,
+        plotMarks: svgs.reduce((n, s) => n + s.querySelectorAll('path').length, 0),
+        verdictRows: verdict ? verdict.querySelectorAll('tbody tr').length : 0,
+        verdictText: verdict ? verdict.innerText.slice(0, 400) : '',
+      };
+    });
+    if (process.env.INFLAB_TEST_SHOTS) {
+      fs.mkdirSync(process.env.INFLAB_TEST_SHOTS, { recursive: true });
+      await tab.evaluate(() => {
+        const t = [...document.querySelectorAll('table')].find((x) => x.innerText.includes('verdict'));
+        t?.scrollIntoView();
+      });
+      await tab.screenshot({ path: path.join(process.env.INFLAB_TEST_SHOTS, 'export.png') });
+    }
+    return { ok: true, detail: JSON.stringify({ ...info, fetched }) };
+  } finally {
+    await tab.close();
+  }
 }
 
 async function dismissDialog(page) {

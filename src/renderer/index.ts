@@ -38,7 +38,7 @@ function dispose(id: string): void {
 }
 
 export const activate: ActivationFunction = () => ({
-  async renderOutputItem(item, element) {
+  async renderOutputItem(item, element, signal) {
     dispose(item.id);
     element.innerHTML = '';
     const host = document.createElement('div');
@@ -52,6 +52,11 @@ export const activate: ActivationFunction = () => ({
       element.textContent = `InfLab: the plot spec is not valid JSON (${(e as Error).message})`;
       return;
     }
+    // The drawing is asynchronous: hold the plot's height from the start, so that the output is
+    // measured at its size and the next output is placed below it, not on top of it (a re-run
+    // replaces outputs while the earlier ones are still being drawn).
+    const h = typeof spec?.height === 'number' ? spec.height : 300;
+    host.style.minHeight = `${h + 80}px`;
     try {
       const theme = themeOf();
       const result = await embed(host, spec, {
@@ -60,7 +65,12 @@ export const activate: ActivationFunction = () => ({
         theme,
         config: theme ? { background: 'transparent' } : { background: 'transparent' },
       });
+      if (signal?.aborted) {
+        result.finalize();
+        return;
+      }
       views.set(item.id, result);
+      host.style.minHeight = '';
     } catch (e) {
       element.textContent = `InfLab: the plot could not be drawn: ${(e as Error).message}`;
     }

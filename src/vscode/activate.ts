@@ -56,6 +56,9 @@ export function activate(context: vscode.ExtensionContext): Host.InflabApi {
     get diagnostics() {
       return load().api.diagnostics;
     },
+    get stale() {
+      return load().api.stale;
+    },
   };
 }
 

@@ -10,7 +10,9 @@ import { createNotebookContext, loadCellFiles, restoreResult, runCell } from '..
 import { MIME } from '../core/engine/outputs';
 import type { CellOutput, CellResult, NotebookContext, ProgressUpdate, Services } from '../core/engine/types';
 import type { Finding } from '../core/findings';
+import { setupAt } from '../core/hover';
 import { itemToBytes } from '../core/notebook/format';
+import { inflabLog } from './log';
 import { CELL_LANGUAGE, itemFromBytes, NOTEBOOK_TYPE } from './serializer';
 
 /** Cells that take longer than this get a progress notification with a cancel button. */
@@ -22,7 +24,12 @@ export interface RunListener {
 
 export class InflabController implements vscode.Disposable {
   readonly controller: vscode.NotebookController;
-  private order = 0;
+  /** Execution order per notebook (by URI), continuing from the highest one the notebook shows. */
+  private readonly orders = new Map<string, number>();
+  /** The setup in force when each cell last ran here (by cell document URI), for stale marks. */
+  readonly ranWith = new Map<string, string>();
+  private readonly stale = new vscode.EventEmitter<void>();
+  readonly onDidChangeRuns = this.stale.event;
   private readonly listeners: RunListener[] = [];
   /** How many run requests Restricted Mode refused (read by the test suite through the API). */
   restrictedRefusals = 0;
@@ -87,16 +94,37 @@ export class InflabController implements vscode.Disposable {
     }
   }
 
+  private nextOrder(notebook: vscode.NotebookDocument): number {
+    const key = notebook.uri.toString();
+    const seen = Math.max(0, ...notebook.getCells().map((c) => c.executionSummary?.executionOrder ?? 0));
+    const n = Math.max(this.orders.get(key) ?? 0, seen) + 1;
+    this.orders.set(key, n);
+    return n;
+  }
+
   private async runOne(
     execution: vscode.NotebookCellExecution,
     cell: vscode.NotebookCell,
     index: number,
     nb: NotebookContext,
   ): Promise<boolean | 'cancelled'> {
-    execution.executionOrder = ++this.order;
+    execution.executionOrder = this.nextOrder(cell.notebook);
     const start = Date.now();
     execution.start(start);
     await execution.clearOutput();
+    // From the first moment the cell says it is running; the progress message replaces it until
+    // the first real output arrives (a long bench point shows its progress here, not only in a corner).
+    const title = cellTitle(cell);
+    let placeholder = true;
+    let grew = false;
+    let lastShown = 0;
+    const showPlaceholder = (message?: string, fraction?: number) => {
+      if (!placeholder) return;
+      const pct = fraction !== undefined && fraction > 0 ? ` (${Math.round(fraction * 100)}%)` : '';
+      const text = `Running ${title}…${message ? `\n${message}${pct}` : pct}`;
+      return execution.replaceOutput(new vscode.NotebookCellOutput([vscode.NotebookCellOutputItem.text(text)]));
+    };
+    if (/^\s*(bench|audit)\s*:/m.test(cell.document.getText())) await showPlaceholder();
     const abort = new AbortController();
     const sub = execution.token.onCancellationRequested(() => abort.abort());
     let progress: { report(u: { message?: string; increment?: number }): void } | undefined;
@@ -119,6 +147,8 @@ export class InflabController implements vscode.Disposable {
     let outputsChain: Thenable<void> = Promise.resolve();
     const onProgress = (u: ProgressUpdate) => {
       if (u.outputs) {
+        placeholder = false;
+        grew = true;
         const outs = u.outputs.map(toVsOutput);
         outputsChain = outputsChain.then(() => execution.replaceOutput(outs));
       }
@@ -128,6 +158,11 @@ export class InflabController implements vscode.Disposable {
         lastFraction = f;
         pendingMessage = u.message ?? pendingMessage;
         progress?.report({ message: u.message, increment: inc });
+        if (placeholder && Date.now() - lastShown > 400) {
+          lastShown = Date.now();
+          const m = pendingMessage;
+          outputsChain = outputsChain.then(() => showPlaceholder(m, f));
+        }
       }
     };
     let result: CellResult;
@@ -138,12 +173,45 @@ export class InflabController implements vscode.Disposable {
       progressDone();
       sub.dispose();
     }
+    placeholder = false;
     await outputsChain;
-    await execution.replaceOutput(result.outputs.map(toVsOutput));
     const cancelled = abort.signal.aborted;
-    execution.end(cancelled ? false : result.ok, Date.now());
+    // A cancel reads as a cancel: no error output and no failed mark; a bench keeps the points it finished.
+    const outputs =
+      cancelled && result.error?.code === 'cancelled'
+        ? [
+            new vscode.NotebookCellOutput([
+              vscode.NotebookCellOutputItem.text(
+                `Cancelled after ${((Date.now() - start) / 1000).toFixed(1)} s: nothing finished to show. Run the cell again to measure.`,
+              ),
+            ]),
+          ]
+        : result.outputs.map(toVsOutput);
+    // Outputs replaced while the cell ran are cleared before the final ones go in, so that the
+    // window lays the final outputs out afresh (replaced in place, plots were placed on top of each other).
+    if (grew) await execution.clearOutput();
+    await execution.replaceOutput(outputs);
+    execution.end(cancelled ? undefined : result.ok, Date.now());
+    if (!result.ok && !cancelled)
+      inflabLog().warn(`${cell.notebook.uri.fsPath}: ${title} failed: ${result.error?.message ?? 'unknown error'}`);
+    this.ranWith.set(cell.document.uri.toString(), this.setupKey(cell));
+    this.stale.fire();
     for (const l of this.listeners) l(cell, result);
     return cancelled ? 'cancelled' : result.ok;
+  }
+
+  /** The setup in force for a cell, as text: what a stale mark compares. */
+  setupKey(cell: vscode.NotebookCell): string {
+    const cells = cell.notebook.getCells();
+    const sources = cells.map((c) =>
+      c.kind === vscode.NotebookCellKind.Code && c.document.languageId === CELL_LANGUAGE ? c.document.getText() : '',
+    );
+    try {
+      const s = setupAt(sources, cell.index, vscode.Uri.joinPath(cell.notebook.uri, '..').fsPath);
+      return s ? JSON.stringify({ ...s, cellIndex: undefined }) : '';
+    } catch {
+      return '';
+    }
   }
 }
 

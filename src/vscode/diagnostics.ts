@@ -11,6 +11,7 @@ import { dedupeFindings, type Finding } from '../core/findings';
 import { parseCell, rangeOfPath, type SourceRange } from '../core/notebook/cellSource';
 import { applyQuickFix } from '../core/quickFix';
 import { findingsOfOutputs } from './controller';
+import { inflabLog } from './log';
 import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './serializer';
 
 const DEBOUNCE_MS = 250;
@@ -113,7 +114,7 @@ export class InflabDiagnostics implements vscode.Disposable, vscode.CodeActionPr
       analyzed = analyzeCells(sources, dir, this.services, await readAnalysisFiles(sources, dir, this.services));
     } catch (e) {
       analyzed = sources.map(() => []);
-      console.error('inflab: analysis failed', e);
+      inflabLog().error(`analysis of ${nb.uri.fsPath} failed: ${(e as Error)?.stack ?? e}`);
     }
     // A newer analysis started while files were read: it publishes instead.
     if (nb.isClosed || !current()) return;

@@ -11,10 +11,13 @@ import * as vscode from 'vscode';
 import type { Services, Setup } from '../core/engine/types';
 import { settingsFromEnv } from '../core/host/settings';
 import { SimEndpoints } from '../core/sim/endpoints';
+import { exportNotebook, newNotebook } from './commands';
 import { InflabCompletionProvider } from './completion';
 import { InflabController } from './controller';
 import { InflabDiagnostics } from './diagnostics';
 import { InflabHoverProvider } from './hover';
+import { inflabLog } from './log';
+import { StaleMarks } from './stale';
 import { CELL_LANGUAGE } from './serializer';
 
 export { InflabSerializer } from './serializer';
@@ -24,6 +27,7 @@ import { clearApiKeyCommand, EndpointKeys, setApiKeyCommand, trustServices } fro
 export interface InflabApi {
   controller: InflabController;
   diagnostics: InflabDiagnostics;
+  stale?: StaleMarks;
 }
 
 // What has no configuration key comes from the editor's environment (the test suites set it).
@@ -38,15 +42,33 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
   const diagnostics = new InflabDiagnostics(services);
   controller.onDidRunCell((cell, result) => diagnostics.setRunFindings(cell, result.findings));
 
+  const stale = new StaleMarks(controller);
   context.subscriptions.push(
     controller,
     diagnostics,
+    stale,
     vscode.languages.registerHoverProvider({ language: CELL_LANGUAGE }, new InflabHoverProvider(services)),
     vscode.languages.registerCompletionItemProvider(
       { language: CELL_LANGUAGE },
       new InflabCompletionProvider(),
       ...InflabCompletionProvider.triggers,
     ),
+    vscode.commands.registerCommand('inflab.newNotebook', async (template?: string, dir?: string) => {
+      try {
+        return await newNotebook(context, typeof template === 'string' ? template : undefined, dir);
+      } catch (e) {
+        inflabLog().error(`New Lab Notebook: ${(e as Error).message}`);
+        void vscode.window.showErrorMessage(`InfLab: ${(e as Error).message}`);
+        return undefined;
+      }
+    }),
+    vscode.commands.registerCommand('inflab.exportHtml', (uri?: vscode.Uri, out?: string) =>
+      exportNotebook('html', uri instanceof vscode.Uri ? uri : undefined, out),
+    ),
+    vscode.commands.registerCommand('inflab.exportMarkdown', (uri?: vscode.Uri, out?: string) =>
+      exportNotebook('md', uri instanceof vscode.Uri ? uri : undefined, out),
+    ),
+    vscode.commands.registerCommand('inflab.showOutput', () => inflabLog().show(true)),
     vscode.commands.registerCommand('inflab.setApiKey', () => setApiKeyCommand(keys)),
     vscode.commands.registerCommand('inflab.clearApiKey', () => clearApiKeyCommand(keys)),
     vscode.commands.registerCommand('inflab.startSim', async () => {
@@ -62,12 +84,13 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
           `InfLab: simulated endpoint running at ${url} (write "endpoint: sim" in a setup cell to use it).`,
         );
       } catch (e) {
+        inflabLog().error(`the simulated endpoint did not start: ${(e as Error).stack ?? e}`);
         void vscode.window.showErrorMessage(`InfLab: the simulated endpoint did not start: ${(e as Error).message}`);
       }
     }),
     { dispose: () => void sims.close() },
   );
-  return { controller, diagnostics };
+  return { controller, diagnostics, stale };
 }
 
 export function deactivate(): Promise<void> {
