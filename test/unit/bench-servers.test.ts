@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runSweep } from '../../src/core/bench';
-import { createAgent, sendRequest, type ClientConfig } from '../../src/core/bench/client';
+import { createAgent, getText, sendRequest, type ClientConfig } from '../../src/core/bench/client';
+import { saveResultArrays } from '../../src/core/bench/saveResult';
 import { rttVerdict } from '../../src/core/bench/crosscheck';
 import { fromColumnar } from '../../src/core/bench/records';
 import { benchFindings, benchValues, runFacts, summaryTable, type ReportSpec } from '../../src/core/bench/report';
@@ -300,4 +301,25 @@ test('wire oddities: CR-only line endings, a gzip-encoded error body, a 302', as
   } finally {
     await agent.close();
   }
+});
+
+test('raw data out: vLLM --save-result per-request arrays; a GET body past its cap is cut off and named', async () => {
+  await withServer({ metrics: 'current' }, async (url) => {
+    const r = await runSweep(opts(url), { worker: 'off' });
+    const a = saveResultArrays(r.points[0])!;
+    assert.deepEqual(a.input_lens, [32, 32, 32]);
+    assert.deepEqual(a.output_lens, [8, 8, 8]);
+    assert.equal((a.itls[0] as number[]).length, 7);
+    assert.ok((a.ttfts as number[]).every((x) => x > 0 && x < 1));
+    assert.deepEqual(a.errors, ['', '', '']);
+    const agent = createAgent(1);
+    try {
+      await assert.rejects(
+        getText(agent, url, '/metrics', undefined, 5000, 100),
+        /passed .* \(the cap for \/metrics\)/,
+      );
+    } finally {
+      await agent.close();
+    }
+  });
 });
