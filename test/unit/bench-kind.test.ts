@@ -43,7 +43,10 @@ test('a sweep cell grows its outputs point by point and ends with table, plots, 
     assert.equal(plots.length, 3);
     assert.equal(items.filter((i) => i.mime === MIME.svg).length, 3);
     // The earlier decode-roofline prediction is overlaid on the throughput plot.
-    assert.match(JSON.stringify(plots[0].data), /predicted \(predict: decode-roofline/);
+    assert.match(
+      JSON.stringify(plots[0].data),
+      /decode roofline \(no serving prediction above\) — predict: decode-roofline/,
+    );
     // SLO lines on the latency plot.
     assert.match(JSON.stringify(plots[1].data), /SLO p99 500 ms/);
     const rec = items.find((i) => i.mime === MIME.records)!.data as any;

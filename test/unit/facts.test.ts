@@ -221,3 +221,126 @@ describe('a notebook saved before facts existed', () => {
     assert.deepEqual(r.values, savedValues);
   });
 });
+
+describe('the bench plot draws the prediction in force', () => {
+  /** The series the throughput plot draws, and its title. */
+  async function throughputPlot(cells: string[]) {
+    const sims = new SimEndpoints(50);
+    try {
+      const nb = createNotebookContext(root, { simEndpoint: (s) => sims.url(s) });
+      await runCell(`${SETUP}\nendpoint: sim`, 0, nb);
+      for (let i = 0; i < cells.length; i++) assert.ok((await runCell(cells[i], i + 1, nb)).ok, cells[i]);
+      const bench = await runCell(
+        'bench: sweep\ninput: 200\noutput: 8\nconcurrency: [1, 4]\nrequests: 8',
+        cells.length + 1,
+        nb,
+      );
+      assert.ok(bench.ok, bench.error?.message);
+      const spec = bench.outputs
+        .flatMap((o) => o.items)
+        .find((i) => i.mime === MIME.vegaLite6 && /Output throughput/.test(JSON.stringify(i.data)))!.data as {
+        title: string;
+        layer: { data: { values: { x: number; series: string; tok_s: number }[] } }[];
+      };
+      return { title: spec.title, series: spec.layer.map((l) => l.data.values) };
+    } finally {
+      await sims.close();
+    }
+  }
+  const roofline = 'predict: decode-roofline\nname: roof\ncontext: 1k tokens\nbatch: [1, 2, 4, 8]';
+  const serving =
+    'predict: serving\nname: serve\ninput: 200 tokens\noutput: 8 tokens\nconcurrency: [1, 4]\nrequests: 8';
+
+  test('after a serving prediction: the serving curve, even with a roofline above it', async () => {
+    const { title, series } = await throughputPlot([roofline, serving]);
+    const predicted = series[1];
+    assert.match(predicted[0].series, /predicted serving — predict: serving "serve"/);
+    assert.deepEqual(
+      predicted.map((p) => p.x),
+      [1, 4],
+      "the serving cell's concurrencies, not the roofline's batches",
+    );
+    assert.match(title, /against the serving prediction/);
+  });
+
+  test('with only a roofline above: the roofline, and the plot says so', async () => {
+    const { title, series } = await throughputPlot([roofline]);
+    assert.match(series[1][0].series, /decode roofline \(no serving prediction above\)/);
+    assert.match(title, /decode roofline only/);
+  });
+});
+
+describe("Little's law is checked in one place", () => {
+  test('one point 55% off gives exactly one finding', async () => {
+    const { summarizeRecords } = await import('../../src/core/bench/metrics');
+    const { benchFindings, benchValues } = await import('../../src/core/bench/report');
+    const { benchFacts } = await import('../../src/core/kinds/benchFacts');
+    const { runChecks } = await import('../../src/core/checks');
+    const { applySetupOverrides } = await import('../../src/core/kinds/setup');
+    // 40 requests of 100 ms each over 4 s: λ·W = 10 req/s × 0.1 s = 1 in flight; the client saw 1 / 1.55.
+    const records = Array.from({ length: 40 }, (_, i) => ({
+      id: i,
+      scheduledMs: i * 100,
+      sentMs: i * 100,
+      chunkMs: [i * 100 + 50, i * 100 + 100],
+      endMs: i * 100 + 100,
+      promptTokens: 10,
+      outputTokens: 2,
+      ok: true,
+    }));
+    const observedInFlight = 1 / 1.55;
+    const metrics = summarizeRecords(records, { durationMs: 4000, observedInFlight });
+    assert.ok(Math.abs(metrics.little.error! - 0.55) < 1e-9);
+    const lag = { mean_ms: 0, p50_ms: 0, p99_ms: 0, max_ms: 0 };
+    const result = {
+      endpoint: 'http://127.0.0.1:1',
+      model: 'm',
+      metricsAvailable: false,
+      notes: [],
+      runId: 'r',
+      thread: 'main' as const,
+      points: [
+        {
+          index: 0,
+          mode: 'closed' as const,
+          concurrency: 1,
+          seed: 1,
+          metrics,
+          contaminated: false,
+          durationMs: 4000,
+          t0EpochMs: 0,
+          observedInFlight,
+          maxInFlight: 1,
+          loopLag: lag,
+          warmup: { requests: 0, promptTokens: 0, outputTokens: 0, unknown: 0 },
+          cancelled: false,
+        },
+      ],
+    };
+    const spec = {
+      mode: 'closed' as const,
+      input: 10,
+      output: 2,
+      seed: { mode: 'per-point' as const, base: 1 },
+      percentiles: [90, 99],
+      paths: { points: ['concurrency'], seed: ['seed'] },
+    };
+    const cell = { bench: 'sweep', concurrency: [1], seed: 'per-point' };
+    const setup = applySetupOverrides(undefined, { gpu: 'a100-sxm4-80gb', model: 'qwen3-8b' }, root, 'lab', true).setup;
+    // What a bench cell's run gives the engine (its findings and facts), and what the engine adds (the checks).
+    const findings = [
+      ...benchFindings(result, spec),
+      ...runChecks({
+        kind: 'bench: sweep',
+        cell,
+        facts: benchFacts(benchValues(result, spec), cell),
+        setup,
+        notebook: createNotebookContext(root),
+        cellIndex: 1,
+      }),
+    ].filter((f) => /little/i.test(f.code + f.message));
+    assert.equal(findings.length, 1, JSON.stringify(findings));
+    assert.equal(findings[0].code, 'littles-law-closure');
+    assert.deepEqual(findings[0].path, ['concurrency', 0]);
+  });
+});

@@ -6,6 +6,7 @@
  */
 import { MIME, factsOutput, tableOutput } from '../engine/outputs';
 import type { CellOutput } from '../engine/types';
+import { factAbove, type Fact, type FactOf } from '../facts';
 import { finding, type CellPath, type Finding } from '../findings';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
@@ -31,6 +32,8 @@ export interface ReportSpec {
 
 export interface PredictedCurve {
   label: string;
+  /** What drew it: a serving prediction, or only the decode roofline. */
+  source: 'serving' | 'roofline';
   cellIndex?: number;
   points: { x: number; tok_s: number }[];
 }
@@ -190,8 +193,7 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
   const fs: Finding[] = [];
   const P = spec.paths ?? {};
   const at = (i: number): CellPath => (P.points ? [...P.points, i] : []);
-  // In a cell the checks module's rule flags a fixed seed on its line; without a cell (the CLI) it is said here.
-  if (spec.seed.mode === 'fixed' && !P.seed) fs.push(fixedSeedFinding([]));
+  // The fixed-seed trap and Little's law are check rules over the run's facts (checks/method.ts), said once there.
   for (const note of r.notes) fs.push(finding('info', 'bench-note', note, P.endpoint ?? []));
   for (const p of r.points) {
     const m = p.metrics;
@@ -254,19 +256,6 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
           at(p.index),
         ),
       );
-    const le = m.little.error;
-    if (le !== undefined && Number.isFinite(le) && Math.abs(le) > 0.05 && m.completed >= 20)
-      fs.push(
-        finding(
-          'warning',
-          'littles-law-open',
-          `${label}: Little's law does not close: λ·W = ${fmtNum(m.little.predicted_in_flight, 2)} against ${fmtNum(m.little.observed_in_flight!, 2)} observed in flight (${fmtNum(le * 100, 1)}%)`,
-          at(p.index),
-          {
-            cause: 'a failing closure means the load generator (client lag, stuck requests), not the server',
-          },
-        ),
-      );
     if (p.loopLag.p99_ms > 20)
       fs.push(
         finding(
@@ -315,20 +304,6 @@ export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
     );
   }
   return fs;
-}
-
-function fixedSeedFinding(path: CellPath): Finding {
-  return finding(
-    'warning',
-    'fixed-seed-prefix-cache',
-    'A fixed seed sends the same prompts at every point: a server with prefix caching serves later points from its cache, so their TTFT measures cache hits (a 1,000-token prompt in 23 ms, below the prefill floor, was the tell in a real lab).',
-    path,
-    {
-      cause: 'the prompt generator regenerates identical token ids for every point',
-      fix: 'write "seed: per-point" (each point its own prompts), or run the server with prefix caching off; the /metrics hit rate per point shows which points were contaminated',
-      quickFix: path.length ? { title: 'Use per-point seeds', edit: { path, value: 'per-point' } } : undefined,
-    },
-  );
 }
 
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : fmtNum(v, v >= 100 ? 0 : 1));
@@ -518,9 +493,10 @@ export async function benchPlots(
       },
     },
   ];
-  if (predicted && predicted.points.length && spec.mode === 'closed') {
+  const drawn = predicted && predicted.points.length && spec.mode === 'closed' ? predicted : undefined;
+  if (drawn) {
     layers.push({
-      data: { values: predicted.points.map((p) => ({ x: p.x, series: predicted.label, tok_s: p.tok_s })) },
+      data: { values: drawn.points.map((p) => ({ x: p.x, series: drawn.label, tok_s: p.tok_s })) },
       mark: { type: 'line', strokeDash: [5, 4], point: true },
       encoding: {
         x: { field: 'x', type: 'quantitative' },
@@ -531,7 +507,7 @@ export async function benchPlots(
   }
   const out: CellOutput[] = [
     await plotOutput({
-      title: `Output throughput vs ${spec.mode === 'closed' ? 'concurrency' : 'rate'}`,
+      title: `Output throughput vs ${spec.mode === 'closed' ? 'concurrency' : 'rate'}${drawn ? (drawn.source === 'serving' ? ', against the serving prediction' : ', against the decode roofline only (no serving prediction above)') : ''}`,
       width: 420,
       height: 240,
       layer: layers,
@@ -635,27 +611,27 @@ export function recordsOutput(r: Pick<SweepResult, 'points'>): CellOutput | unde
   };
 }
 
-/** A predicted throughput curve from an earlier cell, when the notebook has one. */
+/**
+ * The predicted throughput curve a sweep is drawn against: the latest `predict: serving` curve
+ * above the cell when there is one (what serving predicts), else the latest decode-roofline curve
+ * (the naive bound, which a batch of real requests misses by the prefill and step overhead it does
+ * not bill). Read from the cells' curve facts; the label says which one it is.
+ */
 export function findPredicted(
-  results: Map<number, { kind: string; name?: string; values: Record<string, unknown> }>,
+  results: ReadonlyMap<number, { ok: boolean; kind: string; name?: string; facts: Fact[] }>,
   beforeIndex: number,
 ): PredictedCurve | undefined {
-  let best: PredictedCurve | undefined;
-  let bestIdx = -1;
-  for (const [i, res] of results) {
-    if (i >= beforeIndex || i < bestIdx) continue;
-    if (res.kind !== 'predict: decode-roofline' && res.kind !== 'predict: serving') continue;
-    const rows = res.values?.rows;
-    if (!Array.isArray(rows)) continue;
-    const pts = rows
-      .map((row: any) => ({
-        x: Number(row.batch ?? row.concurrency ?? row.x),
-        tok_s: Number(row.aggregate_tok_s ?? row.output_throughput ?? row.output_tok_s ?? row.tok_s ?? row.throughput),
-      }))
-      .filter((p) => Number.isFinite(p.x) && Number.isFinite(p.tok_s));
-    if (!pts.length) continue;
-    bestIdx = i;
-    best = { label: `predicted (${res.kind}${res.name ? `, ${res.name}` : ''})`, cellIndex: i, points: pts };
-  }
-  return best;
+  const throughput = (f: FactOf<'curve'>) => f.y === 'output_throughput' && f.points.length > 0;
+  const found =
+    factAbove(results, beforeIndex, 'curve', (f) => throughput(f) && f.source === 'predict: serving') ??
+    factAbove(results, beforeIndex, 'curve', throughput);
+  if (!found) return undefined;
+  const { fact, cellIndex, cell } = found;
+  const serving = fact.source === 'predict: serving';
+  return {
+    label: `${serving ? 'predicted serving' : 'decode roofline (no serving prediction above)'} — ${cell.kind}${cell.name ? ` "${cell.name}"` : ''}`,
+    source: serving ? 'serving' : 'roofline',
+    cellIndex,
+    points: fact.points.map((p) => ({ x: p.x, tok_s: p.y })),
+  };
 }

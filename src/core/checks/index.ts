@@ -2,9 +2,9 @@
  * Physics checks: rules that turn impossible numbers into findings. Each rule takes a cell's
  * values (typed or computed) and the setup, and returns findings with a path into the cell.
  *
- * The engine calls runChecks after static analysis (no `values`: what a person typed, as they
- * type) and after each run (with the cell's values). Rules read measurements through
- * measurements.ts, which documents the value names each kind's results are read by.
+ * The engine calls runChecks after static analysis (the facts a cell's own keys state, as the
+ * user types) and after each run (the run's facts). Rules read facts, grouped per point by
+ * measurements.ts; no rule reads a value by its name.
  */
 import { finding, type Finding } from '../findings';
 import { weightsFit } from './fit';

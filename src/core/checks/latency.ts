@@ -5,17 +5,19 @@
  */
 import { finding, type Finding } from '../findings';
 import { bounds, pct, sameCell, setupRelated, setupWords, short, time } from './common';
-import { measurementsOf, pathOf, type MKey } from './measurements';
+import { statQuantile, statWords } from '../facts';
+import { central, latencies, measurementsOf, pathOf, type Latency, type MKey } from './measurements';
 import type { CheckRule } from './types';
 
-const TTFT_KEYS: MKey[] = ['ttft', 'ttft_p50', 'ttft_p90', 'ttft_p99'];
+/** Stats at or below the median: where a time below a floor is impossible, not a tail. */
+const atOrBelowMedian = (l: Latency) => l.stat === 'mean' || l.stat === 'min' || (statQuantile(l.stat) ?? 100) <= 50;
 
 export const ttftBelowPrefillFloor: CheckRule = {
   id: 'ttft-below-prefill-floor',
   summary: 'TTFT below the prefill compute floor 2·params·prompt/peak: the prefix cache served it',
   reads: [
-    'record: ttft, ttft_p50, ttft_p90, ttft_p99, prompt, prefix_cache_hit_rate',
-    'bench points: ttft mean/median/p90/p99 (ms), input_tokens | prompt_tokens | cell input, prefix_cache_hit_rate',
+    'latency facts: ttft, any stat (a record: every stat it states; a point: its median, else its mean)',
+    'tokens facts: prompt; prefix-hits facts',
   ],
   codes: { 'ttft-below-prefill-floor': 'prefix-cache hit?' },
   check(input) {
@@ -27,22 +29,22 @@ export const ttftBelowPrefillFloor: CheckRule = {
       const prompt = m.v.prompt;
       if (!prompt || prompt <= 0) continue;
       const floor = b.prefillFloor(prompt);
-      // For a bench point one finding is enough: its median (else mean) TTFT below the floor.
-      const keys =
+      // For a measured or simulated point one finding is enough: its median (else mean) TTFT below the floor.
+      const below = (l: Latency) => l.s < floor;
+      const list =
         m.origin === 'record'
-          ? TTFT_KEYS
-          : (['ttft_p50', 'ttft'] as MKey[]).filter((k) => (m.v[k] ?? Infinity) < floor).slice(0, 1);
-      for (const k of keys) {
-        const t = m.v[k];
-        if (t === undefined || !(t < floor)) continue;
-        const stat = k === 'ttft' ? 'TTFT' : `TTFT ${k.slice(5)}`;
+          ? latencies(m, 'ttft').filter(below)
+          : [central(m, 'ttft')].filter((l): l is Latency => !!l && below(l));
+      for (const l of list) {
+        const t = l.s;
+        const stat = statWords('ttft', l.stat);
         const hit = m.v.prefix_cache_hit_rate;
         out.push(
           finding(
             'warning',
             'ttft-below-prefill-floor',
             `${stat} ${time(t)}${m.label} is below the ${time(floor)} compute floor (2·params·tokens/peak) for a ${short(prompt)}-token prompt on ${setupWords(setup)}: no prefill of that prompt ran.`,
-            pathOf(m, k),
+            l.path ?? m.at,
             {
               cause: `Prefix-cache hits: the prompt was already in the server's prefix cache (a fixed seed regenerates the same prompts at every sweep point)${hit !== undefined ? `; the recorded prefix-cache hit rate is ${pct(hit)}` : ''}.`,
               fix: 'Use per-point seeds (seed: per-point) or run the server with prefix caching off (--no-enable-prefix-caching), and check Δvllm:prefix_cache_hits / Δvllm:prefix_cache_queries for the point.',
@@ -62,16 +64,10 @@ export const ttftBelowPrefillFloor: CheckRule = {
   },
 };
 
-const DECODE_KEYS: [MKey, string, string][] = [
-  ['tpot', 'TPOT', 'tpot-below-decode-floor'],
-  ['tpot_p50', 'TPOT p50', 'tpot-below-decode-floor'],
-  ['step', 'Step time', 'step-below-decode-floor'],
-];
-
 export const belowDecodeFloor: CheckRule = {
   id: 'below-decode-floor',
   summary: 'TPOT or a decode step faster than reading the weights once: weight bytes / bandwidth',
-  reads: ['record: tpot, tpot_p50, step', 'bench points: tpot mean/median (ms)'],
+  reads: ['latency facts: tpot and step, mean or a stat at or below the median (a point: the first below)'],
   codes: {
     'tpot-below-decode-floor': 'spec decode or wrong dtype?',
     'step-below-decode-floor': 'spec decode or wrong dtype?',
@@ -82,25 +78,30 @@ export const belowDecodeFloor: CheckRule = {
     const b = bounds(setup);
     const out: Finding[] = [];
     for (const m of measurementsOf(input)) {
-      for (const [k, label, code] of DECODE_KEYS) {
-        const t = m.v[k];
-        if (t === undefined || !(t < b.decodeFloor)) continue;
-        out.push(
-          finding(
-            'warning',
-            code,
-            `${label} ${time(t)}${m.label} is below the ${time(b.decodeFloor)} decode step floor (weight bytes / bandwidth = ${short(b.weightBytes / 1e9)} GB / ${short(setup.gpu.bandwidth / 1e9)} GB/s): every decode step reads all the weights once.`,
-            pathOf(m, k),
-            {
-              cause: `Speculative decoding (a target step that accepts k draft tokens emits up to k + 1, so TPOT may fall to about floor / (k + 1): ${time(b.decodeFloor / 2)} at k = 1, ${time(b.decodeFloor / 5)} at k = 4), a wrong model (a smaller one served than the setup names), output tokens counted per chunk instead of from usage, or weights of another dtype (fp8 or int4 read fewer bytes).`,
-              fix: `Check the served model and dtype against the setup (weights: ${setup.weights}); take output tokens from usage.completion_tokens; TPOT = (E2E − TTFT) / (output − 1).`,
-              related: setupRelated(
-                input,
-                `Floor ${time(b.decodeFloor)} = ${short(b.weightBytes / 1e9)} GB of ${setup.weights} weights / ${short(setup.gpu.bandwidth / 1e9)} GB/s`,
-              ),
-            },
-          ),
-        );
+      for (const metric of ['tpot', 'step'] as const) {
+        const below = latencies(m, metric).filter((l) => atOrBelowMedian(l) && l.s < b.decodeFloor);
+        for (const l of m.origin === 'record' ? below : below.slice(0, 1)) {
+          const t = l.s;
+          const label =
+            metric === 'step' ? (l.stat === 'mean' ? 'Step time' : `Step time ${l.stat}`) : statWords('tpot', l.stat);
+          const code = `${metric}-below-decode-floor`;
+          out.push(
+            finding(
+              'warning',
+              code,
+              `${label} ${time(t)}${m.label} is below the ${time(b.decodeFloor)} decode step floor (weight bytes / bandwidth = ${short(b.weightBytes / 1e9)} GB / ${short(setup.gpu.bandwidth / 1e9)} GB/s): every decode step reads all the weights once.`,
+              l.path ?? m.at,
+              {
+                cause: `Speculative decoding (a target step that accepts k draft tokens emits up to k + 1, so TPOT may fall to about floor / (k + 1): ${time(b.decodeFloor / 2)} at k = 1, ${time(b.decodeFloor / 5)} at k = 4), a wrong model (a smaller one served than the setup names), output tokens counted per chunk instead of from usage, or weights of another dtype (fp8 or int4 read fewer bytes).`,
+                fix: `Check the served model and dtype against the setup (weights: ${setup.weights}); take output tokens from usage.completion_tokens; TPOT = (E2E − TTFT) / (output − 1).`,
+                related: setupRelated(
+                  input,
+                  `Floor ${time(b.decodeFloor)} = ${short(b.weightBytes / 1e9)} GB of ${setup.weights} weights / ${short(setup.gpu.bandwidth / 1e9)} GB/s`,
+                ),
+              },
+            ),
+          );
+        }
       }
     }
     return out;
@@ -192,28 +193,28 @@ export const RTT_SHARE = 0.2;
 export const rttShareOfTtft: CheckRule = {
   id: 'rtt-share-of-ttft',
   summary: 'Network round trip a large share of TTFT: the benchmark measures the network',
-  reads: ['record: rtt, ttft | ttft_p50', 'bench: rtt_ms (point or run; number or {median}), ttft mean/median (ms)'],
+  reads: ['latency facts: rtt (any stat), ttft mean, else median'],
   codes: { 'rtt-share-of-ttft': 'network RTT' },
   check(input) {
     const out: Finding[] = [];
     for (const m of measurementsOf(input)) {
-      const rtt = m.v.rtt;
-      const tk: MKey | undefined =
-        m.v.ttft !== undefined ? 'ttft' : m.v.ttft_p50 !== undefined ? 'ttft_p50' : undefined;
-      if (rtt === undefined || !tk) continue;
-      const ttft = m.v[tk]!;
+      const r = latencies(m, 'rtt')[0];
+      const tl = latencies(m, 'ttft').find((l) => l.stat === 'mean') ?? central(m, 'ttft');
+      if (!r || !tl) continue;
+      const rtt = r.s;
+      const ttft = tl.s;
       if (!(ttft > 0) || rtt / ttft < RTT_SHARE) continue;
       out.push(
         finding(
           'warning',
           'rtt-share-of-ttft',
           `Network RTT ${time(rtt)} is ${pct(rtt / ttft)} of the ${time(ttft)} TTFT${m.label}: this TTFT measures the network as much as the server (more than ${pct(RTT_SHARE)}).`,
-          m.paths.rtt ?? m.at,
+          r.path ?? m.at,
           {
             cause:
               'The client benchmarks from far away: every request pays at least one round trip before its first token.',
             fix: 'Run the client next to the server (same machine or region), or report TTFT with the RTT beside it and compare server-side TTFT (vllm:time_to_first_token_seconds).',
-            related: m.paths[tk] ? [sameCell(input, `ttft: ${time(ttft)}`, m.paths[tk]!)] : [],
+            related: tl.path ? [sameCell(input, `ttft: ${time(ttft)}`, tl.path)] : [],
           },
         ),
       );

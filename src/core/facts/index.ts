@@ -18,6 +18,25 @@ import {
 export * from './schema';
 export * from './stat';
 
+/**
+ * The latest fact of a kind stated by a cell above `beforeIndex` that ran (or was restored), with
+ * the cell it came from; `accept` narrows which facts count.
+ */
+export function factAbove<K extends FactKind>(
+  results: ReadonlyMap<number, { ok: boolean; kind: string; name?: string; facts: Fact[] }>,
+  beforeIndex: number,
+  kind: K,
+  accept: (f: FactOf<K>) => boolean = () => true,
+): { fact: FactOf<K>; cellIndex: number; cell: { kind: string; name?: string } } | undefined {
+  let best: { fact: FactOf<K>; cellIndex: number; cell: { kind: string; name?: string } } | undefined;
+  for (const [i, r] of results) {
+    if (i >= beforeIndex || !r.ok || (best && best.cellIndex > i)) continue;
+    const f = factsOf(r.facts, kind).filter(accept).pop();
+    if (f) best = { fact: f, cellIndex: i, cell: r };
+  }
+  return best;
+}
+
 /** The facts of a kind, typed. */
 export function factsOf<K extends FactKind>(facts: readonly Fact[] | undefined, kind: K): FactOf<K>[] {
   return (facts ?? []).filter((f): f is FactOf<K> => f.kind === kind);

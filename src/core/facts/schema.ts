@@ -39,6 +39,8 @@ const common = {
   at: z.array(z.union([z.string(), z.number()])).optional(),
   /** Who produced the number: 'client', 'log', 'predict: serving', a record's `source:` text. */
   source: z.string().optional(),
+  /** The unit a person wrote the number in ("GB" in `available_kv: 56.34 GB`), for messages and quick fixes. */
+  written_in: z.string().optional(),
 };
 
 /** A stat string, stored in its one spelling (parseStat in stat.ts says what it means). */
@@ -94,7 +96,16 @@ const kvPool = z
   .strict();
 
 /** Little's law L = λ·W: λ·W (predicted) against the observed time-averaged requests in flight. */
-const little = z.object({ kind: z.literal('little'), predicted: nonNeg, observed: nonNeg, ...common }).strict();
+const little = z
+  .object({
+    kind: z.literal('little'),
+    predicted: nonNeg,
+    observed: nonNeg,
+    /** Completed requests the closure was computed over (a handful cannot test it). */
+    requests: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
 
 /** Prefix-cache hit rate, a fraction of prompt tokens. */
 const prefixHits = z.object({ kind: z.literal('prefix-hits'), rate: nonNeg, ...common }).strict();
@@ -154,7 +165,16 @@ const setup = z
 
 /** How a benchmark generated its prompts: one fixed seed for every point, or a seed per point. */
 const seed = z
-  .object({ kind: z.literal('seed'), mode: z.enum(['fixed', 'per-point']), value: finite.optional(), ...common })
+  .object({
+    kind: z.literal('seed'),
+    mode: z.enum(['fixed', 'per-point']),
+    value: finite.optional(),
+    /** Sweep points that share it. */
+    points: nonNeg.optional(),
+    /** Whether the server caches prefixes, when the cell says (else the setup, else vLLM V1's default: on). */
+    prefix_caching: z.boolean().optional(),
+    ...common,
+  })
   .strict();
 
 const knob = z.union([finite, z.string(), z.boolean(), z.null()]);

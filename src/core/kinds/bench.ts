@@ -11,7 +11,7 @@ import type { ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
-import { benchFacts } from './benchFacts';
+import { benchCellFacts, benchFacts } from './benchFacts';
 
 /** The longest a timer can wait (setTimeout's 2^31 − 1 ms, about 24.8 days); past it Node fires at once. */
 const MAX_TIMER_S = (2 ** 31 - 1) / 1000;
@@ -364,6 +364,7 @@ export const benchSweepKind: KindModule<Cell> = {
   needsSetup: true,
   analyze,
   run,
+  statedFacts: benchCellFacts,
   migrate: benchFacts,
 };
 
@@ -376,5 +377,6 @@ export const benchRateKind: KindModule<Cell> = {
   needsSetup: true,
   analyze,
   run,
+  statedFacts: benchCellFacts,
   migrate: benchFacts,
 };

@@ -16,8 +16,9 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
   const out: Fact[] = [];
   const loop = values.mode === 'open' || values.mode === 'closed' ? values.mode : undefined;
   const points = (Array.isArray(values.points) ? values.points : []).filter(isObj);
-  const input = fin(values.input_tokens);
-  const output = fin(values.output_tokens);
+  const cellTokens = (k: string) => (isObj(c[k]) ? fin(c[k].value) : fin(c[k]));
+  const input = fin(values.input_tokens) ?? cellTokens('input');
+  const output = fin(values.output_tokens) ?? cellTokens('output');
   points.forEach((p, i) => {
     const concurrency = fin(p.concurrency);
     const rate = fin(p.rate);
@@ -48,7 +49,8 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
     const little = isObj(p.little) ? p.little : {};
     const predicted = fin(little.lambda_w);
     const observed = fin(little.observed_in_flight);
-    if (predicted !== undefined && observed !== undefined) out.push({ kind: 'little', predicted, observed, ...common });
+    if (predicted !== undefined && observed !== undefined)
+      out.push({ kind: 'little', predicted, observed, ...optional('requests', fin(p.completed)), ...common });
     const server = isObj(p.server) ? p.server : {};
     const hit = fin(server.prefix_hit_rate);
     if (hit !== undefined) out.push({ kind: 'prefix-hits', rate: hit, ...common, source: 'server /metrics' });
@@ -59,14 +61,26 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
   });
   const rtt = isObj(values.rtt_ms) ? fin(values.rtt_ms.median) : undefined;
   if (rtt !== undefined) out.push({ kind: 'latency', metric: 'rtt', stat: 'p50', ms: rtt, source });
-  const seed = isObj(values.seed) ? values.seed : undefined;
-  if (seed && (seed.mode === 'fixed' || seed.mode === 'per-point'))
-    out.push({
-      kind: 'seed',
-      mode: seed.mode,
-      ...(fin(seed.value) !== undefined ? { value: fin(seed.value) } : {}),
-      at: ['seed'],
-    });
+  out.push(...benchCellFacts(c));
+  return out;
+}
+
+const optional = <K extends string>(k: K, v: number | undefined) => (v === undefined ? {} : { [k]: v });
+
+const listLen = (v: unknown) => (Array.isArray(v) ? v.length : v === undefined || v === null ? 0 : 1);
+
+/**
+ * What a bench (or serving) cell's own keys state before it runs: how its prompts are seeded over
+ * how many points, and the sampling knobs its requests carry.
+ */
+export function benchCellFacts(cell: unknown): Fact[] {
+  const c = isObj(cell) ? cell : {};
+  const out: Fact[] = [];
+  const points = listLen(c.concurrency) + listLen(c.rate);
+  const caching = typeof c.prefix_caching === 'boolean' ? { prefix_caching: c.prefix_caching } : {};
+  if (typeof c.seed === 'number')
+    out.push({ kind: 'seed', mode: 'fixed', value: c.seed, points, ...caching, at: ['seed'] });
+  else if (c.seed === 'per-point') out.push({ kind: 'seed', mode: 'per-point', points, ...caching, at: ['seed'] });
   const knob = (k: string) => {
     const v = c[k];
     return typeof v === 'number' || typeof v === 'string' || typeof v === 'boolean' || v === null ? v : undefined;
@@ -76,6 +90,8 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
       kind: 'sampling',
       ...(knob('top_p') !== undefined ? { top_p: knob('top_p') } : {}),
       ...(knob('top_k') !== undefined ? { top_k: knob('top_k') } : {}),
+      ...(knob('request_seed') !== undefined ? { request_seed: knob('request_seed') } : {}),
+      at: ['top_p' in c ? 'top_p' : 'top_k'],
       source: 'bench requests',
     });
   return out;

@@ -30,6 +30,7 @@ import { quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, CellResult, KindModule, NotebookContext, Setup } from '../engine/types';
 import { CellError, finding, type CellPath, type Finding } from '../findings';
 import { plotOutput } from '../plots/render';
+import { recordFacts } from './record';
 import { DIMS, GiB, inUnit, parseQuantity, type DimName, type Quantity } from '../units';
 
 const ALL_DIMS = Object.keys(DIMS) as DimName[];
@@ -316,7 +317,7 @@ function checkMeasured(
 ): Finding[] {
   if (!key || !setup) return [];
   const cell = { record: 'compare', ...context, [key]: toQuantity(val) };
-  return runChecks({ kind: 'record', cell, setup, notebook: nb, cellIndex })
+  return runChecks({ kind: 'record', cell, facts: recordFacts(cell), setup, notebook: nb, cellIndex })
     .filter((f) => f.path[0] === key)
     .map(({ quickFix: _q, ...f }) => ({ ...f, path: at, message: `${label}: ${f.message}` }));
 }

@@ -10,8 +10,9 @@ import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule, NotebookContext } from '../engine/types';
 import { fitFindings } from '../checks/fit';
-import { LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
+import { factAbove, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
+import { benchCellFacts } from './benchFacts';
 import { finding, type Finding } from '../findings';
 import {
   decodeRoofline,
@@ -170,7 +171,9 @@ function servingFacts(values: Record<string, unknown>): Fact[] {
     const little = isObj(m.little) ? m.little : {};
     const predicted = fin(little.predicted_in_flight);
     const observed = fin(little.observed_in_flight);
-    if (predicted !== undefined && observed !== undefined) out.push({ kind: 'little', predicted, observed, ...common });
+    const requests = fin(m.completed);
+    if (predicted !== undefined && observed !== undefined)
+      out.push({ kind: 'little', predicted, observed, ...(requests === undefined ? {} : { requests }), ...common });
     const hit = fin(p.prefix_hit_rate);
     if (hit !== undefined) out.push({ kind: 'prefix-hits', rate: hit, ...common });
   });
@@ -198,7 +201,8 @@ export const servingKind: KindModule<Cell> = {
     'predict: serving — TTFT/TPOT/ITL/E2E and throughput from a simulated vLLM engine, beside the decode roofline',
   schema,
   needsSetup: true,
-  migrate: servingFacts,
+  migrate: (values, cell) => [...servingFacts(values), ...benchCellFacts(cell)],
+  statedFacts: benchCellFacts,
   analyze(cell) {
     const out: Finding[] = [];
     const points = (cell.concurrency ?? cell.rate ?? []).length;
@@ -244,6 +248,11 @@ export const servingKind: KindModule<Cell> = {
     const workload = await loadWorkload(cell, ctx.notebook);
     const input = Math.round(meanLength(cell.input, workload.loaded.input));
     const output = Math.round(meanLength(cell.output, workload.loaded.output));
+    // The KV pool: the cell's own, else the latest kv-pool fact above (a prediction, or the server's log), else physics.
+    const poolFact = cell.kv_pool
+      ? undefined
+      : factAbove(ctx.notebook.results, ctx.cellIndex, 'kv-pool', (f) => f.tokens !== undefined);
+    const poolTokens = cell.kv_pool?.value ?? poolFact?.fact.tokens;
     const engine = createEngine({
       setup,
       prefillMfu: cell.prefill_mfu,
@@ -251,7 +260,7 @@ export const servingKind: KindModule<Cell> = {
       maxNumSeqs: cell.max_num_seqs,
       maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
       prefixCaching: cell.prefix_caching,
-      numGpuBlocks: cell.kv_pool ? Math.floor(cell.kv_pool.value / 16) : undefined,
+      numGpuBlocks: poolTokens !== undefined ? Math.floor(poolTokens / 16) : undefined,
     });
     const cfg = engine.cfg;
     const dp = engine.replicaCount;
@@ -443,7 +452,7 @@ export const servingKind: KindModule<Cell> = {
         ['prefix_caching', `${cfg.prefixCaching}${cell.prefix_caching === undefined ? ' (setup or default)' : ''}`],
         [
           'kv_pool',
-          `${fmtNum(cfg.numGpuBlocks * cfg.blockSize, 0)} tokens (${fmtNum(cfg.numGpuBlocks, 0)} blocks of ${cfg.blockSize})${cell.kv_pool ? '' : ' from the kv-pool prediction'}`,
+          `${fmtNum(cfg.numGpuBlocks * cfg.blockSize, 0)} tokens (${fmtNum(cfg.numGpuBlocks, 0)} blocks of ${cfg.blockSize})${cell.kv_pool ? '' : poolFact ? ` from the kv-pool fact of ${poolFact.cell.kind}${poolFact.cell.name ? ` "${poolFact.cell.name}"` : ''} (${poolFact.fact.source ?? 'above'})` : ' from the kv-pool physics of the setup'}`,
         ],
         ['requests per point', String(cell.requests)],
         [
@@ -481,24 +490,6 @@ export const servingKind: KindModule<Cell> = {
         tooltip: [{ field: 'x', title: xLabel }, { field: 'series' }, { field: 'tok_s', format: ',.0f' }],
       },
     });
-    const findings: Finding[] = [];
-    const floor = prefillFloorSimple(setup, input) * 1e3;
-    for (let i = 0; i < points.length; i++) {
-      const p = points[i];
-      if (p.metrics.ttft_ms.median < floor)
-        findings.push(
-          finding(
-            'warning',
-            'ttft-below-prefill-floor',
-            `At ${xLabel} ${xOf(p)} the predicted median TTFT ${ms(p.metrics.ttft_ms.median)} ms is below the ${ms(floor)} ms prefill floor: ${pct(p.prefix_hit_rate)} of prompt tokens came from the prefix cache.`,
-            [closed ? 'concurrency' : 'rate'],
-            {
-              cause: 'Prompts repeated across points (fixed seed) with prefix caching on.',
-              fix: 'write "seed: per-point" or "prefix_caching: false"',
-            },
-          ),
-        );
-    }
     const values = {
       loop: closed ? 'closed' : 'open',
       input,
@@ -515,7 +506,11 @@ export const servingKind: KindModule<Cell> = {
       points,
       simulated_ms: simMs,
     };
-    return { values, facts: servingFacts(values), outputs: [gap, latency, assumptions, plot], findings };
+    return {
+      values,
+      facts: [...servingFacts(values), ...benchCellFacts(cell)],
+      outputs: [gap, latency, assumptions, plot],
+    };
   },
 };
 

@@ -168,7 +168,7 @@ export function recordFacts(cell: Record<string, unknown>): Fact[] {
           ? 'open'
           : undefined;
   if (point.loop === undefined) delete point.loop;
-  const common = {
+  const base = {
     ...(Object.keys(point).length ? { point } : {}),
     ...(typeof cell.source === 'string' ? { source: cell.source } : {}),
   };
@@ -177,6 +177,7 @@ export function recordFacts(cell: Record<string, unknown>): Fact[] {
     if (!isQty(raw)) continue;
     const v = raw.value;
     const at = [key];
+    const common = { ...base, ...(raw.unit ? { written_in: raw.unit } : {}) };
     const metric = parseMetricKey(key);
     const d = dimName(raw);
     if (metric && d === 'time') out.push({ kind: 'latency', ...metric, ms: v * 1e3, at, ...common });
@@ -211,7 +212,7 @@ export function recordFacts(cell: Record<string, unknown>): Fact[] {
       ...(cell.top_k !== undefined ? { top_k: knob(cell.top_k) as number | string | boolean | null } : {}),
       ...(cell.request_seed !== undefined ? { request_seed: cell.request_seed as number | boolean } : {}),
       at: [sampled[0]],
-      ...common,
+      ...base,
     });
   }
   return out;
