@@ -7,6 +7,7 @@
 import { createNotebookContext, prepareCell, restoreResult } from './engine/engine';
 import type { FileCache } from './engine/files';
 import type { Setup } from './engine/types';
+import { parseMetricKey } from './facts/stat';
 import { applySetupOverrides, SETUP_KEYS } from './kinds/setup';
 import { parseCell, pathAt } from './notebook/cellSource';
 import {
@@ -197,7 +198,9 @@ function implications(
       out.push(
         `at ${fmtIn(peak, 'TFLOP/s', 0)} a prefill could process at most **${fmtNum((v * peak) / (2 * s.model.params.active), 0)} tokens** in this time`,
       );
-      const prompt = tokensOf(data.prompt ?? data.input);
+      // A prefill floor bounds what includes a prefill (TTFT, E2E), never a decode step or TPOT.
+      const metric = parseMetricKey(key)?.metric;
+      const prompt = metric === 'ttft' || metric === 'e2e' ? tokensOf(data.prompt ?? data.input) : undefined;
       if (prompt !== undefined) {
         const f = prefillFloorSimple(s, prompt);
         out.push(

@@ -102,3 +102,12 @@ test('setupAt: the setup in force for a cell, with its own overrides', () => {
   const h = hoverAt('predict: floors\nprompt: 1k tokens\n', 1, 10, setupAt(cells, 2, '.'))!;
   assert.match(h, /52\.5 ms/);
 });
+
+test('a decode step or TPOT is set against the decode floor, never the prefill floor; a TTFT against both', () => {
+  const cell = 'record: r\nprompt: 1000 tokens\nstep: 11.3 ms\ntpot: 11 ms\nttft: 23 ms\n';
+  const step = hover(cell, '11.3 ms', S)!;
+  assert.match(step, /× the decode step floor \(8\.03 ms\)/);
+  assert.doesNotMatch(step, /prefill floor/, 'a decode step is not a prefill');
+  assert.doesNotMatch(hover(cell, '11 ms', S)!, /prefill floor/);
+  assert.match(hover(cell, '23 ms', S)!, /below the 52\.5 ms prefill floor of a 1,000-token prompt/);
+});
