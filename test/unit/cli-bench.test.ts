@@ -191,6 +191,14 @@ test('top_p, top_k, percentiles and an SLO from flags reach the run; progress of
   assert.equal(out.vllm.length, 2);
   assert.ok('p95_ttft_ms' in out.vllm[0], Object.keys(out.vllm[0]).join(' '));
   assert.equal(out.vllm[0].metric_percentiles, '50,95,99');
+  // vLLM --save-result per-request arrays, so the file can be re-analysed (or imported) by anyone's tools.
+  assert.equal(out.vllm[1].ttfts.length, 4);
+  assert.equal(out.vllm[1].itls.length, 4);
+  assert.deepEqual(out.vllm[1].errors, ['', '', '', '']);
+  assert.ok(
+    out.vllm[1].ttfts.every((t: number) => t > 0 && t < 10),
+    'ttfts in seconds',
+  );
   // The cell's typed facts ride along: a p95 TTFT among them, from percentiles: [50, 95, 99].
   assert.ok(
     out.facts.some((f: { kind: string; metric?: string; stat?: string }) => f.metric === 'ttft' && f.stat === 'p95'),

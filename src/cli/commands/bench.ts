@@ -10,6 +10,9 @@ import { keysOfKind, type KeyDoc } from '../../core/complete';
 import { createNotebookContext, jsonSafe, prepareCell, runCell } from '../../core/engine/engine';
 import type { CellResult } from '../../core/engine/types';
 import type { Finding } from '../../core/findings';
+import { MIME } from '../../core/engine/outputs';
+import type { ColumnarRecords } from '../../core/bench/records';
+import { saveResultArrays } from '../../core/bench/saveResult';
 import { benchSweepKind } from '../../core/kinds/bench';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 import { command, type CommandSpec, type OptSpec, type Parsed } from '../args';
@@ -228,7 +231,10 @@ export const benchCommand = command(benchSpec, async ({ values, positionals }: P
     const v = jsonSafe(r.values);
     const file = path.resolve(json);
     try {
-      writeFileAtomic(file, JSON.stringify({ inflab: v, facts: jsonSafe(r.facts), vllm: v.vllm }, null, 2) + '\n');
+      writeFileAtomic(
+        file,
+        JSON.stringify({ inflab: v, facts: jsonSafe(r.facts), vllm: withRequestArrays(r, v.vllm) }, null, 2) + '\n',
+      );
     } catch (e) {
       console.error(`inflab bench: ${(e as Error).message}`);
       return 1;
@@ -240,3 +246,20 @@ export const benchCommand = command(benchSpec, async ({ values, positionals }: P
   const completed = points.reduce((s, p) => s + (p.completed ?? 0), 0);
   return r.ok && completed > 0 ? 0 : 1;
 });
+
+/**
+ * vLLM `--save-result` points with their per-request arrays (ttfts, itls, input_lens, output_lens,
+ * errors and InfLab's own), from the records the cell kept, so anyone's tools can re-analyse a run.
+ */
+function withRequestArrays(r: CellResult, vllm: unknown): unknown {
+  if (!Array.isArray(vllm)) return vllm;
+  const rec = r.outputs.flatMap((o) => o.items).find((i) => i.mime === MIME.records)?.data as
+    { points?: { index: number; rate?: number; records?: ColumnarRecords }[] } | undefined;
+  return vllm.map((point, i) => {
+    const p = rec?.points?.find((q) => q.index === i);
+    const arrays = p?.records
+      ? saveResultArrays({ records: p.records, mode: p.rate !== undefined ? 'open' : 'closed' })
+      : undefined;
+    return arrays && point && typeof point === 'object' ? { ...point, ...arrays } : point;
+  });
+}
