@@ -107,6 +107,13 @@ function startBridge(getPage) {
       } else if (url.pathname === '/type-quick-input') {
         // Types into VS Code's quick input (an input box a command opened) as a person would.
         const input = page.locator('.quick-input-widget input.input');
+        // With a title, wait for that step of a multi-step command (a pick, then a box) to be showing.
+        const title = url.searchParams.get('title');
+        if (title)
+          await page
+            .locator('.quick-input-widget .quick-input-title', { hasText: title })
+            .first()
+            .waitFor({ state: 'visible', timeout: 15_000 });
         await input.first().waitFor({ state: 'visible', timeout: 15_000 });
         await input.first().fill(url.searchParams.get('text') ?? '');
         await page.keyboard.press('Enter');

@@ -493,12 +493,19 @@ function trustedTests(): TestCase[] {
         const cfg = vscode.workspace.getConfiguration('inflab');
         const cells: vscode.NotebookCell[] = [];
         try {
-          const setKey = Promise.resolve(vscode.commands.executeCommand('inflab.setApiKey'));
-          const typed = await ask(`/type-quick-input?text=${encodeURIComponent(KEY)}`);
-          assert(typed.ok, `typing the key: ${typed.detail}`);
-          await setKey;
           // The user's own settings name the first host; the second comes only from the notebook.
           await cfg.update('trustedEndpoints', [urlOf(allowed)], vscode.ConfigurationTarget.Global);
+          // Set API Key asks which endpoint (a pick of the known ones), then the key for it.
+          const setKey = Promise.resolve(vscode.commands.executeCommand('inflab.setApiKey'));
+          const picked = await ask(
+            `/type-quick-input?title=${encodeURIComponent('which endpoint')}&text=${encodeURIComponent(urlOf(allowed))}`,
+          );
+          assert(picked.ok, `picking the endpoint: ${picked.detail}`);
+          const typed = await ask(
+            `/type-quick-input?title=${encodeURIComponent('API key for')}&text=${encodeURIComponent(KEY)}`,
+          );
+          assert(typed.ok, `typing the key: ${typed.detail}`);
+          await setKey;
           for (const srv of [allowed, other]) {
             const cell = await appendCell(
               doc,
@@ -546,8 +553,13 @@ function trustedTests(): TestCase[] {
         } finally {
           allowed.close();
           other.close();
+          // Clear API Key asks which endpoint's key to remove.
+          const clearing = Promise.resolve(vscode.commands.executeCommand('inflab.clearApiKey'));
+          const cleared = await ask(
+            `/type-quick-input?title=${encodeURIComponent('remove the API key')}&text=${encodeURIComponent(urlOf(allowed))}`,
+          );
+          if (cleared.ok) await clearing;
           await cfg.update('trustedEndpoints', undefined, vscode.ConfigurationTarget.Global);
-          await vscode.commands.executeCommand('inflab.clearApiKey');
           if (cells.length) {
             const e = new vscode.WorkspaceEdit();
             e.set(doc.uri, [
