@@ -490,6 +490,7 @@ function trustedTests(): TestCase[] {
           res.end();
         });
         const urlOf = (s: http.Server) => `http://127.0.0.1:${(s.address() as { port: number }).port}`;
+        const allowedUrl = urlOf(allowed);
         const cfg = vscode.workspace.getConfiguration('inflab');
         const cells: vscode.NotebookCell[] = [];
         try {
@@ -556,7 +557,7 @@ function trustedTests(): TestCase[] {
           // Clear API Key asks which endpoint's key to remove.
           const clearing = Promise.resolve(vscode.commands.executeCommand('inflab.clearApiKey'));
           const cleared = await ask(
-            `/type-quick-input?title=${encodeURIComponent('remove the API key')}&text=${encodeURIComponent(urlOf(allowed))}`,
+            `/type-quick-input?title=${encodeURIComponent('remove the API key')}&text=${encodeURIComponent(allowedUrl)}`,
           );
           if (cleared.ok) await clearing;
           await cfg.update('trustedEndpoints', undefined, vscode.ConfigurationTarget.Global);
