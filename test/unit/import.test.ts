@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { test } from 'node:test';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
 import { MIME } from '../../src/core/engine/outputs';
+import { nodeFiles } from '../../src/core/host/files';
 import type { CellResult } from '../../src/core/engine/types';
 import { parseResult, sniffTool } from '../../src/core/imports/parsers';
 
@@ -99,7 +100,7 @@ test('genai-bench: seconds by default, ms when the run said so; tpot is vLLM’s
 });
 
 test('an import cell reads a file beside the notebook, shows the translation and exposes per-point values', async () => {
-  const nb = createNotebookContext(dir, {});
+  const nb = createNotebookContext(dir, { ...nodeFiles() });
   const r = await runCell('import: guidellm-benchmarks.json', 0, nb);
   assert.ok(r.ok, r.error?.message);
   const text = plain(r);
@@ -120,7 +121,7 @@ test('an import cell reads a file beside the notebook, shows the translation and
 });
 
 test('several files make one run; a file of no known tool is refused with what was expected', async () => {
-  const nb = createNotebookContext(dir, {});
+  const nb = createNotebookContext(dir, { ...nodeFiles() });
   const r = await runCell('import: [vllm-save-result.json, genai-bench-D1000-1000-c4.json]', 0, nb);
   assert.ok(r.ok, r.error?.message);
   assert.equal((r.values as any).points.length, 2);
@@ -128,7 +129,7 @@ test('several files make one run; a file of no known tool is refused with what w
   try {
     fs.writeFileSync(path.join(tmp, 'x.json'), '{"hello": 1}');
     fs.writeFileSync(path.join(tmp, 'bad.json'), '{"ttfts": [');
-    const nb2 = createNotebookContext(tmp, {});
+    const nb2 = createNotebookContext(tmp, { ...nodeFiles() });
     const bad = await runCell('import: x.json', 0, nb2);
     assert.equal(bad.ok, false);
     assert.match(bad.error!.message, /expected vllm bench serve --save-result JSON/);

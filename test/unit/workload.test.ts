@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { findGpu, findModel } from '../../src/core/catalog';
 import type { Setup } from '../../src/core/engine/types';
+import { nodeFiles } from '../../src/core/host/files';
 import { SimEngine } from '../../src/core/sim/engine';
 import { runLoad } from '../../src/core/sim/load';
 import { parseLengths, parseTrace } from '../../src/core/workload/files';
@@ -171,7 +172,7 @@ test('predict: serving takes the same workload keys: a shared prefix shows as pr
       hash_ids: [1, 10 + i],
     }));
     fs.writeFileSync(path.join(dir, 'trace.jsonl'), rows.map((r) => JSON.stringify(r)).join('\n'));
-    const nb = createNotebookContext(dir, {});
+    const nb = createNotebookContext(dir, { ...nodeFiles() });
     assert.ok((await runCell('setup: w\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', 0, nb)).ok);
     const sp = await runCell(
       'predict: serving\ninput: 1024\noutput: 32\nconcurrency: [8]\nrequests: 200\nshared_prefix: {length: 512, groups: 4}',
@@ -305,7 +306,7 @@ test('dataset files: JSONL rows (text, token ids or lengths) and ShareGPT conver
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-dataset-'));
   try {
     fs.writeFileSync(path.join(dir, 'd.jsonl'), jsonl);
-    const nb = createNotebookContext(dir, {});
+    const nb = createNotebookContext(dir, { ...nodeFiles() });
     await runCell('setup: w\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', 0, nb);
     const r = await runCell(
       'predict: serving\ninput: 30\noutput: 7\nconcurrency: [2]\nrequests: 6\ndataset: {file: d.jsonl}',

@@ -6,13 +6,13 @@
  *   import: results/guidellm-benchmarks.json
  *   tool: guidellm          # optional: sniffed from the file's keys
  */
-import * as path from 'node:path';
 import { z } from 'zod';
 import { tableOutput } from '../engine/outputs';
 import type { KindModule, NotebookContext } from '../engine/types';
 import { canonicalStat, type Fact, type Point } from '../facts';
 import { CellError, finding, type Finding } from '../findings';
 import { parseResult } from '../imports/parsers';
+import { readRunFile } from '../workload/files';
 import {
   IMPORT_TOOLS,
   percentileStat,
@@ -40,18 +40,9 @@ type Cell = z.output<typeof schema>;
 const MAX_RESULT_BYTES = 256 * 1024 * 1024;
 
 async function readResult(nb: NotebookContext, rel: string): Promise<unknown> {
-  const abs = path.resolve(nb.dir, rel);
   let text: string;
   try {
-    if (nb.services.readFile)
-      text = await nb.services.readFile(abs, { purpose: 'run', notebookDir: nb.dir, maxBytes: MAX_RESULT_BYTES });
-    else {
-      const fs = await import('node:fs/promises');
-      const st = await fs.stat(abs);
-      if (!st.isFile()) throw new Error('not a regular file');
-      if (st.size > MAX_RESULT_BYTES) throw new Error(`${st.size} bytes: larger than any result file`);
-      text = await fs.readFile(abs, 'utf8');
-    }
+    text = await readRunFile(nb, rel, MAX_RESULT_BYTES);
   } catch (e) {
     throw new CellError(`Cannot read "${rel}": ${(e as Error).message}`, ['import'], 'import-read-failed');
   }

@@ -13,18 +13,19 @@ import type { DatasetRow, TraceRow } from './plan';
 /** Workload files are text of at most this many bytes (a 1M-request trace is ~100 MB). */
 const MAX_WORKLOAD_BYTES = 512 * 1024 * 1024;
 
-/** Read a workload file named relative to the notebook, through the host's file service when it has one. */
+/**
+ * Read a file a cell names, relative to the notebook, through the host's file service (which
+ * applies the workspace rule, Restricted Mode and the size cap); the core itself opens nothing.
+ */
+export async function readRunFile(nb: NotebookContext, rel: string, maxBytes: number): Promise<string> {
+  if (!nb.services.readFile) throw new Error('this host reads no files');
+  return nb.services.readFile(path.resolve(nb.dir, rel), { purpose: 'run', notebookDir: nb.dir, maxBytes });
+}
+
+/** Read a workload file (a trace, lengths, a dataset) named relative to the notebook. */
 export async function readWorkloadFile(nb: NotebookContext, rel: string): Promise<string> {
-  const abs = path.resolve(nb.dir, rel);
   try {
-    if (nb.services.readFile)
-      return await nb.services.readFile(abs, { purpose: 'run', notebookDir: nb.dir, maxBytes: MAX_WORKLOAD_BYTES });
-    const fs = await import('node:fs/promises');
-    const st = await fs.stat(abs);
-    if (!st.isFile()) throw new Error('not a regular file');
-    if (st.size > MAX_WORKLOAD_BYTES)
-      throw new Error(`${st.size} bytes, over the ${MAX_WORKLOAD_BYTES} a workload file may have`);
-    return await fs.readFile(abs, 'utf8');
+    return await readRunFile(nb, rel, MAX_WORKLOAD_BYTES);
   } catch (e) {
     throw new WorkloadFileError(`Cannot read "${rel}": ${(e as Error).message}`);
   }
