@@ -42,8 +42,8 @@ const traceLine = z
 
 export class WorkloadFileError extends Error {}
 
-export function parseTrace(text: string, file: string): TraceRow[] {
-  const rows: TraceRow[] = [];
+/** The validated rows of a JSON-lines file; an error names the line and the shape a line takes. */
+function* jsonLines<T>(text: string, file: string, schema: z.ZodType<T>, shape: string): Generator<T> {
   const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i].trim();
@@ -52,22 +52,26 @@ export function parseTrace(text: string, file: string): TraceRow[] {
     try {
       j = JSON.parse(line);
     } catch {
-      throw new WorkloadFileError(
-        `${file}:${i + 1}: not JSON; each line is {"timestamp": ms, "input_length": N, "output_length": N, "hash_ids": [..]}`,
-      );
+      throw new WorkloadFileError(`${file}:${i + 1}: not JSON; each line is ${shape}`);
     }
-    const r = traceLine.safeParse(j);
+    const r = schema.safeParse(j);
     if (!r.success)
       throw new WorkloadFileError(
-        `${file}:${i + 1}: ${r.error.issues.map((x) => `${x.path.join('.') || 'line'}: ${x.message}`).join('; ')}`,
+        `${file}:${i + 1}: ${r.error.issues.map((x) => `${x.path.length ? `${x.path.join('.')}: ` : ''}${x.message}`).join('; ')}`,
       );
-    rows.push({
-      timestampMs: r.data.timestamp,
-      input: r.data.input_length,
-      output: r.data.output_length,
-      hashIds: r.data.hash_ids,
-    });
+    yield r.data;
   }
+}
+
+export function parseTrace(text: string, file: string): TraceRow[] {
+  const rows: TraceRow[] = [];
+  for (const d of jsonLines(
+    text,
+    file,
+    traceLine,
+    '{"timestamp": ms, "input_length": N, "output_length": N, "hash_ids": [..]}',
+  ))
+    rows.push({ timestampMs: d.timestamp, input: d.input_length, output: d.output_length, hashIds: d.hash_ids });
   if (!rows.length) throw new WorkloadFileError(`${file}: no trace rows`);
   for (let i = 1; i < rows.length; i++)
     if (rows[i].timestampMs < rows[i - 1].timestampMs)
@@ -147,22 +151,12 @@ export function parseDataset(text: string, file: string, vocab: number, format?:
       rows.push({ ids, text: c[h].value, input: ids.length, output: Math.max(1, tokenize(reply.value, vocab).length) });
     });
   } else {
-    const lines = text.split(/\r?\n/);
-    for (let i = 0; i < lines.length; i++) {
-      const line = lines[i].trim();
-      if (!line) continue;
-      let j: unknown;
-      try {
-        j = JSON.parse(line);
-      } catch {
-        throw new WorkloadFileError(
-          `${file}:${i + 1}: not JSON; each line is {"prompt": "…" | "prompt_token_ids": [..] | "input_len": N, "output_len": N}`,
-        );
-      }
-      const r = jsonlRow.safeParse(j);
-      if (!r.success)
-        throw new WorkloadFileError(`${file}:${i + 1}: ${r.error.issues.map((x) => x.message).join('; ')}`);
-      const d = r.data;
+    for (const d of jsonLines(
+      text,
+      file,
+      jsonlRow,
+      '{"prompt": "…" | "prompt_token_ids": [..] | "input_len": N, "output_len": N}',
+    )) {
       const ids = d.prompt_token_ids
         ? Uint32Array.from(d.prompt_token_ids)
         : d.prompt !== undefined
