@@ -3,24 +3,18 @@
  * parser returns points in vLLM's definitions and says, in `translations`, what it changed.
  */
 import { z } from 'zod';
-import { percentileSorted } from '../bench/metrics';
+import { distribution, pKey } from '../bench/metrics';
 import { percentileStat, type ImportedPoint, type ImportedRun, type ImportTool, type StatName } from './types';
 
 const num = z.number().finite();
 const maybeNum = z.union([num, z.null()]).optional();
 
-/** Statistics of an array of values (ms): mean, std, min, max and the percentiles asked for. */
+/** Statistics of an array of values (ms) by the bench's own summary, keyed as stats ("p99.9"). */
 function statsOf(values: number[], percentiles: number[]): Record<StatName, number> {
-  const s = Float64Array.from(values).sort();
-  const n = s.length;
-  if (!n) return {};
-  let sum = 0;
-  for (const v of s) sum += v;
-  const mean = sum / n;
-  let sq = 0;
-  for (const v of s) sq += (v - mean) ** 2;
-  const out: Record<StatName, number> = { mean, std: Math.sqrt(sq / n), min: s[0], max: s[n - 1] };
-  for (const p of new Set([50, ...percentiles])) out[percentileStat(p)] = percentileSorted(s, p);
+  if (!values.length) return {};
+  const d = distribution(values, percentiles);
+  const out: Record<StatName, number> = { mean: d.mean, std: d.std, min: d.min, max: d.max, p50: d.median };
+  for (const q of percentiles) out[percentileStat(q)] = d.p[pKey(q)];
   return out;
 }
 
