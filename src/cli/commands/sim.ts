@@ -13,8 +13,16 @@ export const simSpec: CommandSpec = {
     log: { type: 'string', value: 'FILE', help: 'vLLM-format log to FILE ("-" for stdout)' },
     speed: { type: 'string', value: 'X', help: 'simulated seconds per wall second (default 1)' },
     'no-prefix-caching': { type: 'boolean', help: 'serve with the prefix cache off' },
-    'max-num-seqs': { type: 'string', value: 'N', help: 'default 256' },
-    'max-num-batched-tokens': { type: 'string', value: 'N', help: 'default 8192' },
+    'max-num-seqs': {
+      type: 'string',
+      value: 'N',
+      help: "default: vLLM's for the GPU (256 on an A100, 1024 on an H100)",
+    },
+    'max-num-batched-tokens': {
+      type: 'string',
+      value: 'N',
+      help: "default: vLLM's for the GPU (2048 on an A100, 8192 on an H100)",
+    },
     'max-model-len': { type: 'string', value: 'N', help: "default: the model's max_position_embeddings" },
     'gpu-memory-utilization': { type: 'string', value: 'F', help: 'default 0.9' },
     'prefill-mfu': { type: 'string', value: 'F', help: 'default 0.6' },

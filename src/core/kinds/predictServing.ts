@@ -264,6 +264,9 @@ export const servingKind: KindModule<Cell> = {
     });
     const cfg = engine.cfg;
     const dp = engine.replicaCount;
+    /** Where a scheduler limit came from: the setup's server, or vLLM's own default for this card. */
+    const servedWords = (key: 'max_num_seqs' | 'max_num_batched_tokens') =>
+      setup.server?.[key] !== undefined ? ' (setup)' : ` (vLLM's default for \`vllm serve\` on ${setup.gpu.id})`;
     if (input + output > cfg.maxModelLen)
       throw new Error(
         `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
@@ -444,10 +447,10 @@ export const servingKind: KindModule<Cell> = {
           'step_overhead',
           `${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms${cell.step_overhead === undefined ? ' (default: 11.3 ms measured − 8.03 ms floor)' : ''}`,
         ],
-        ['max_num_seqs', `${cfg.maxNumSeqs}${cell.max_num_seqs === undefined ? ' (setup or default)' : ''}`],
+        ['max_num_seqs', `${cfg.maxNumSeqs}${cell.max_num_seqs === undefined ? servedWords('max_num_seqs') : ''}`],
         [
           'max_num_batched_tokens',
-          `${cfg.maxNumBatchedTokens}${cell.max_num_batched_tokens === undefined ? ' (setup or default)' : ''}`,
+          `${cfg.maxNumBatchedTokens}${cell.max_num_batched_tokens === undefined ? servedWords('max_num_batched_tokens') : ''}`,
         ],
         ['prefix_caching', `${cfg.prefixCaching}${cell.prefix_caching === undefined ? ' (setup or default)' : ''}`],
         [

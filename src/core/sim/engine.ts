@@ -34,10 +34,28 @@ import { Mulberry32 } from './rng';
 /** The block size as a module constant (read in the hot loops). */
 const BS: number = BLOCK_SIZE;
 
-/** Defaults, stated in every output that uses them. */
+/**
+ * The scheduler limits `vllm serve` starts with when none is given: they depend on the card. On a
+ * GPU with at least 70 GiB that is not an A100 (H100, H200, MI300X) 8,192 batched tokens and 1,024
+ * sequences a step; on every other card, A100s included, 2,048 tokens and 256 sequences. Read from
+ * vLLM's EngineArgs batch defaults for UsageContext.OPENAI_API_SERVER (engine/arg_utils.py, pinned
+ * by tests/engine/test_arg_utils.py test_defaults_with_usage_context; vLLM main, 2025–2026).
+ *
+ * The token budget shapes the latency tail: with 2,048 tokens an A100 packs at most two 1,000-token
+ * prompts into a step, so refills enter one or two at a time and every prefill stalls the running
+ * streams for one ~180 ms step (p99 ITL many times the median), where 8,192 tokens would pack eight
+ * prompts into one ~700 ms step and keep a closed loop of fixed lengths in synchronized waves.
+ */
+export function vllmServerDefaults(gpu: { id: string; memory: number; name?: string }): {
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+} {
+  const big = gpu.memory >= 70 * 2 ** 30 && !/a100/i.test(`${gpu.id} ${gpu.name ?? ''}`);
+  return big ? { maxNumSeqs: 1024, maxNumBatchedTokens: 8192 } : { maxNumSeqs: 256, maxNumBatchedTokens: 2048 };
+}
+
+/** Defaults, stated in every output that uses them (max_num_seqs and max_num_batched_tokens: vllmServerDefaults). */
 export const ENGINE_DEFAULTS = {
-  maxNumSeqs: 256,
-  maxNumBatchedTokens: 8192,
   prefixCaching: true,
   /** Fraction of the dense peak the prefill matmuls reach. */
   prefillMfu: 0.6,
@@ -123,11 +141,12 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const tp = par.tp;
   const stages = (layersPerStage(m, par.pp) * par.pp) / m.layers;
   const comm0 = commSecondsPerStep(setup, 0).total_s;
+  const served = vllmServerDefaults(setup.gpu);
   const cfg: EngineConfig = {
     setup,
-    maxNumSeqs: Math.floor(opts.maxNumSeqs ?? knob(srv.max_num_seqs) ?? ENGINE_DEFAULTS.maxNumSeqs),
+    maxNumSeqs: Math.floor(opts.maxNumSeqs ?? knob(srv.max_num_seqs) ?? served.maxNumSeqs),
     maxNumBatchedTokens: Math.floor(
-      opts.maxNumBatchedTokens ?? knob(srv.max_num_batched_tokens) ?? ENGINE_DEFAULTS.maxNumBatchedTokens,
+      opts.maxNumBatchedTokens ?? knob(srv.max_num_batched_tokens) ?? served.maxNumBatchedTokens,
     ),
     maxModelLen,
     prefixCaching:
