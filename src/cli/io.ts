@@ -6,18 +6,23 @@ import { MIME } from '../core/engine/outputs';
 import type { CellResult, ProgressUpdate } from '../core/engine/types';
 import { formatFinding, type Finding } from '../core/findings';
 import { parseCell, positionAt, rangeOfPath } from '../core/notebook/cellSource';
-import { NotebookFormatError, parseNotebook } from '../core/notebook/format';
+import { decodeUtf8, NotebookFormatError, parseNotebook } from '../core/notebook/format';
 import { CELL_LANGUAGE } from '../core/notebook/runNotebook';
 import { UsageError } from './usage';
 
-/** The absolute path of the file an argument names, and its text. */
+/**
+ * The absolute path of the file an argument names, and its text. Bytes that are not UTF-8 are
+ * refused (a NotebookFormatError naming the line), never read as U+FFFD that a save would keep.
+ */
 export function readArgFile(arg: string): { file: string; text: string } {
   const file = path.resolve(arg);
+  let bytes: Buffer;
   try {
-    return { file, text: fs.readFileSync(file, 'utf8') };
+    bytes = fs.readFileSync(file);
   } catch (e) {
     throw new UsageError(`cannot read ${arg}: ${(e as NodeJS.ErrnoException).code}`);
   }
+  return { file, text: decodeUtf8(bytes) };
 }
 
 /** A cell to run, with where its source starts in the file (so a finding can say file:line:col). */

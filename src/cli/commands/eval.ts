@@ -3,6 +3,7 @@ import { createNotebookContext, runCell, jsonSafe } from '../../core/engine/engi
 import { command, type CommandSpec, type Parsed } from '../args';
 import { cliServices } from '../services';
 import { cellsOfFile, locate, printCellText, readArgFile, yamlCells } from '../io';
+import { NotebookFormatError } from '../../core/notebook/format';
 import { UsageError } from '../usage';
 
 /** Split a multi-document YAML file into cell sources, keeping each document's own text. */
@@ -23,7 +24,13 @@ export const evalSpec: CommandSpec = {
 export const evalCommand = command(evalSpec, async ({ values, positionals }: Parsed): Promise<number> => {
   if (positionals.length !== 1)
     throw new UsageError('give one file: inflab eval FILE.yaml (or NOTEBOOK.inflab) [--json]');
-  const { file, text } = readArgFile(positionals[0]);
+  let file: string, text: string;
+  try {
+    ({ file, text } = readArgFile(positionals[0]));
+  } catch (e) {
+    if (e instanceof NotebookFormatError) throw new UsageError(`${positionals[0]}: ${e.message}`);
+    throw e;
+  }
   const cells = cellsOfFile(file, text);
   const services = cliServices();
   const ctx = createNotebookContext(path.dirname(file), services);

@@ -25,10 +25,11 @@ export const exportSpec: CommandSpec = {
 export const exportCommand = command(exportSpec, async ({ values, positionals }: Parsed): Promise<number> => {
   if (positionals.length !== 1 || !!values.html === !!values.md)
     throw new UsageError('give one notebook and one format: inflab export NOTEBOOK --html|--md [--out PATH]');
-  const { file, text } = readArgFile(positionals[0]);
-  let nb;
+  let file: string, nb;
   try {
-    nb = parseNotebook(text);
+    const read = readArgFile(positionals[0]);
+    file = read.file;
+    nb = parseNotebook(read.text);
   } catch (e) {
     if (e instanceof NotebookFormatError) {
       console.error(`${positionals[0]}: ${e.message}`);

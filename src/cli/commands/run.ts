@@ -34,11 +34,10 @@ function outPath(file: string, values: Parsed['values']): string {
 export const runCommand = command(runSpec, async ({ values, positionals }: Parsed): Promise<number> => {
   if (positionals.length !== 1)
     throw new UsageError('give one notebook: inflab run NOTEBOOK [--out PATH | --in-place] [--quiet]');
-  const { file, text } = readArgFile(positionals[0]);
   const display = positionals[0];
-  const out = outPath(file, values);
-  let nb;
+  let file: string, text: string, nb;
   try {
+    ({ file, text } = readArgFile(positionals[0]));
     nb = parseNotebook(text);
   } catch (e) {
     if (e instanceof NotebookFormatError) {
@@ -47,6 +46,7 @@ export const runCommand = command(runSpec, async ({ values, positionals }: Parse
     }
     throw e;
   }
+  const out = outPath(file, values);
   // A folder that cannot take the file is said before any cell runs, not after an hour of bench.
   const unwritable = cannotWrite(out, { create: true });
   if (unwritable) {

@@ -88,15 +88,25 @@ const NOT_CHANGED = 'The file was not changed.';
  * Parse file text. Throws NotebookFormatError naming what is wrong and where (line and column for
  * broken JSON, the JSON path and its line for a schema problem); never guesses and never returns a
  * partial notebook. An empty (or whitespace-only) file is a new, empty notebook. A leading UTF-8
- * byte-order mark is ignored.
+ * byte-order mark is ignored. Bytes are decoded as UTF-8 and refused where they are not (decodeUtf8).
+ *
+ * JSON that JSON.parse accepts but would read lossily is refused too, with its line and column, so
+ * that a save never rewrites it silently: a key twice in one object (the first would be dropped),
+ * a number a double cannot hold exactly (9007199254740993, 1e400), nesting deeper than MAX_DEPTH.
  */
-export function parseNotebook(text: string): Notebook {
+export function parseNotebook(content: string | Uint8Array): Notebook {
+  return parseText(typeof content === 'string' ? content : decodeUtf8(content), false);
+}
+
+/** parseNotebook of decoded text; `checked`: refuseLossy already accepted this text. */
+function parseText(text: string, checked: boolean): Notebook {
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   if (text.trim() === '') return { cells: [] };
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
+    if (e instanceof RangeError) throw tooDeep(); // nesting deeper than JSON.parse's stack
     const err = jsonSyntaxError(text) ?? { offset: text.length, what: (e as Error).message };
     const { line, column } = lineColumn(text, err.offset);
     const truncated = err.offset >= text.trimEnd().length;
@@ -109,6 +119,7 @@ export function parseNotebook(text: string): Notebook {
       line,
     );
   }
+  if (!checked) refuseLossy(text);
   if (
     json &&
     typeof json === 'object' &&
@@ -234,7 +245,115 @@ class JsonScanError {
   constructor(
     public readonly offset: number,
     public readonly what: string,
+    /** Valid JSON that JSON.parse would read lossily (strict scans only), not a syntax error. */
+    public readonly lossy = false,
   ) {}
+}
+
+/**
+ * Deepest nesting of objects and lists a notebook file may have, counted from the file's top level
+ * (the format itself uses 8 at most: cells, a cell, its outputs, an output, its items, an item, its
+ * data). Deeper files are refused at open: saving them (JSON.stringify, the key sorting) and the
+ * engine recurse, and run out of stack some thousands of levels down, after every cell has run.
+ */
+export const MAX_DEPTH = 256;
+
+/**
+ * Why a JSON number literal cannot be kept exactly as a JavaScript number, or undefined: beyond
+ * the largest double (1e400 becomes Infinity, saved as null), below the smallest (1e-400 becomes
+ * 0), or more digits than a double holds (9007199254740993 becomes 9007199254740992). Compared as
+ * decimal digits with the shortest form JSON.stringify writes, so every number this module wrote
+ * passes, and so does 1.50 or 1e5 (the same value, written another way).
+ */
+function numberLoss(raw: string): string | undefined {
+  const v = Number(raw);
+  const shown = raw.length > 40 ? `${raw.slice(0, 40)}…` : raw;
+  const asString = `write it as a string ("${shown}") to keep it exactly`;
+  if (!Number.isFinite(v))
+    return `the number ${shown} is beyond the largest number a JSON reader holds (about 1.8e308): it would be saved as null; ${asString}`;
+  if (String(v) === raw) return undefined;
+  const a = decimalDigits(raw);
+  const b = decimalDigits(String(Math.abs(v)));
+  if (a.digits === b.digits && (a.exp === b.exp || !a.digits)) return undefined;
+  if (v === 0) return `the number ${shown} is too small to hold: it would be saved as 0; ${asString}`;
+  return `the number ${shown} has more digits than a JSON reader keeps: it would be saved as ${String(v)} (whole numbers are exact only up to 2^53 = 9007199254740992); ${asString}`;
+}
+
+/** A decimal literal as significant digits D and exponent E, its value 0.D × 10^E. */
+function decimalDigits(raw: string): { digits: string; exp: number } {
+  const m = /^-?(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(raw);
+  if (!m) return { digits: raw, exp: 0 };
+  const all = m[1] + (m[2] ?? '');
+  const lead = all.length - all.replace(/^0+/, '').length;
+  return { digits: all.slice(lead).replace(/0+$/, ''), exp: m[1].length - lead + Number(m[3] ?? 0) };
+}
+
+/**
+ * Throws a NotebookFormatError, with the line and column, for JSON that JSON.parse reads lossily
+ * (see parseNotebook). Returns true when the text scanned as valid JSON, false when it has a
+ * syntax error (which parseText reports, with its line).
+ */
+function refuseLossy(text: string): boolean {
+  const s = new JsonScanner(text, undefined, true);
+  try {
+    s.value(0, false);
+    s.ws();
+    return s.i >= text.length;
+  } catch (e) {
+    if (e instanceof RangeError) throw tooDeep();
+    if (!(e instanceof JsonScanError) || !e.lossy) return false;
+    const { line, column } = lineColumn(text, e.offset);
+    throw new NotebookFormatError(
+      `Refused at line ${line}, column ${column}: ${e.what}. InfLab opens only what it can save back without loss. ${NOT_CHANGED}`,
+      line,
+    );
+  }
+}
+
+function tooDeep(): NotebookFormatError {
+  return new NotebookFormatError(
+    `Refused: the JSON nests more than ${MAX_DEPTH} levels deep, the most InfLab opens (saving deeper data would run out of stack); flatten the deepest metadata. ${NOT_CHANGED}`,
+  );
+}
+
+const fatalDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * A notebook file's bytes as text, refusing bytes that are not UTF-8 (decoded leniently they would
+ * become U+FFFD, and a save would write that): the error names the line, column and byte of the
+ * first one. The CLI reads the files it is given through this.
+ */
+export function decodeUtf8(bytes: Uint8Array): string {
+  try {
+    return fatalDecoder.decode(bytes);
+  } catch {
+    const at = firstBadByte(bytes);
+    let line = 1;
+    let lineStart = 0;
+    for (let k = 0; k < at; k++) {
+      if (bytes[k] === 10) {
+        line++;
+        lineStart = k + 1;
+      }
+    }
+    const column = decoder.decode(bytes.subarray(lineStart, at)).length + 1;
+    throw new NotebookFormatError(
+      `Refused at line ${line}, column ${column}: byte ${at} (0x${(bytes[at] ?? 0).toString(16).padStart(2, '0')}) is not UTF-8 text; opened, it would become U+FFFD and be saved so. Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8) and open it again. ${NOT_CHANGED}`,
+      line,
+    );
+  }
+}
+
+/** Offset of the first byte that does not start (or continue) a valid UTF-8 sequence. */
+function firstBadByte(bytes: Uint8Array): number {
+  // Decoding leniently and encoding back gives the same bytes up to the first bad one.
+  const again = encoder.encode(decoder.decode(bytes));
+  let at = 0;
+  while (at < bytes.length && at < again.length && bytes[at] === again[at]) at++;
+  // The character of the re-encoded text holding the first difference is a U+FFFD put in for the
+  // bad bytes (its first bytes may match them, e.g. a cut-short 0xEF 0xBF): it starts where they do.
+  while (at > 0 && (again[at] & 0xc0) === 0x80) at--;
+  return at;
 }
 
 class JsonScanner {
@@ -245,10 +364,16 @@ class JsonScanner {
   constructor(
     private readonly t: string,
     private readonly target?: (string | number)[],
+    /** Also stop at what JSON.parse accepts but would lose: see refuseLossy. */
+    private readonly strict = false,
   ) {}
 
   fail(what: string, at = this.i): never {
     throw new JsonScanError(at, at >= this.t.length ? 'the file ends in the middle of the JSON' : what);
+  }
+  /** Valid JSON that would be read lossily (strict scans). */
+  lossy(what: string, at = this.i): never {
+    throw new JsonScanError(at, what, true);
   }
   ws(): void {
     const t = this.t;
@@ -268,6 +393,10 @@ class JsonScanner {
     }
     const t = this.t;
     const c = t[this.i];
+    if (this.strict && depth >= MAX_DEPTH && (c === '{' || c === '['))
+      this.lossy(
+        `the JSON nests more than ${MAX_DEPTH} levels deep here, the most InfLab opens (saving deeper data would run out of stack); flatten the data here`,
+      );
     if (c === '{') {
       this.i++;
       this.ws();
@@ -275,6 +404,7 @@ class JsonScanner {
         this.i++;
         return;
       }
+      const seen = this.strict ? new Map<string, number>() : undefined;
       for (;;) {
         this.ws();
         if (t[this.i] !== '"') this.fail(`expected a "quoted" property name, found ${this.show()}`);
@@ -287,6 +417,15 @@ class JsonScanner {
           } catch {
             // a bad escape: reported by the scan itself
           }
+        }
+        if (seen) {
+          const first = seen.get(key);
+          if (first !== undefined)
+            this.lossy(
+              `the key ${JSON.stringify(key.length > 40 ? `${key.slice(0, 40)}…` : key)} appears twice in one object (first at line ${lineColumn(t, first).line}); a JSON reader keeps only the last, so the first would be silently lost. Remove or rename one of them`,
+              at,
+            );
+          seen.set(key, at);
         }
         this.ws();
         if (t[this.i] !== ':')
@@ -328,6 +467,25 @@ class JsonScanner {
     }
     if (c === '"') {
       this.string();
+      return;
+    }
+    // At most 15 digits (and no exponent): a double holds every such decimal exactly (DBL_DIG).
+    if (this.strict && (c === '-' || (c >= '0' && c <= '9'))) {
+      // JSON.parse checks the syntax: here only whether the number is kept exactly.
+      const start = this.i;
+      let end = start + 1;
+      let exp = false;
+      for (; end < t.length; end++) {
+        const d = t.charCodeAt(end);
+        if (d === 101 || d === 69)
+          exp = true; // e E
+        else if (!((d >= 48 && d <= 57) || d === 46 || d === 43 || d === 45)) break; // 0-9 . + -
+      }
+      this.i = end;
+      if (end - start > 15 || exp) {
+        const loss = numberLoss(t.slice(start, end));
+        if (loss) this.lossy(loss, start);
+      }
       return;
     }
     if (c === '-' || (c >= '0' && c <= '9')) {
@@ -387,6 +545,8 @@ class JsonScanner {
     }
   }
   private checkControl(from: number, to: number): void {
+    // A strict scan looks only for what is lossy: JSON.parse finds the syntax errors.
+    if (this.strict) return;
     for (let k = from; k < to; k++) {
       if (this.t.charCodeAt(k) < 0x20)
         this.fail('a raw control character (such as a line break) inside a string; write it escaped, e.g. \\n', k);
@@ -663,11 +823,20 @@ export function itemFromBytes(mime: string, bytes: Uint8Array): NbOutputItem {
  * is accepted) are exactly parseNotebook's.
  */
 export function parseNotebookBytes(content: Uint8Array | string): Notebook<NbOutputBytes> {
-  let text = typeof content === 'string' ? content : decoder.decode(content);
+  let text = typeof content === 'string' ? content : decodeUtf8(content);
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-  const fast = parseDataLines(text);
+  // What JSON.parse accepts but would lose is refused first, for both paths (one scan); a syntax
+  // error is said first, as parseNotebook does (a truncated file is told as truncated).
+  let scanned: boolean;
+  try {
+    scanned = refuseLossy(text);
+  } catch (e) {
+    parseText(text, false); // throws: the syntax error, or this refusal
+    throw e;
+  }
+  const fast = scanned ? parseDataLines(text) : undefined;
   if (fast) return fast;
-  const nb = parseNotebook(text);
+  const nb = parseText(text, scanned);
   const out: Notebook<NbOutputBytes> = {
     cells: nb.cells.map((c) => ({ ...c, outputs: c.outputs?.map((o) => ({ ...o, items: o.items.map(editorBytes) })) })),
   };
