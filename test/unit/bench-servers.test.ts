@@ -11,9 +11,10 @@ import { createAgent, getText, sendRequest, type ClientConfig } from '../../src/
 import { saveResultArrays } from '../../src/core/bench/saveResult';
 import { rttVerdict } from '../../src/core/bench/crosscheck';
 import { fromColumnar } from '../../src/core/bench/records';
-import { benchFindings, benchValues, runFacts, summaryTable, type ReportSpec } from '../../src/core/bench/report';
+import { benchValues, runFacts, summaryTable, type ReportSpec } from '../../src/core/bench/report';
 import type { SweepOptions, SweepResult } from '../../src/core/bench/sweep';
 import { MIME } from '../../src/core/engine/outputs';
+import { sweepFindings } from '../support/benchFindings';
 import { startScriptedServer, type ScriptedServerOptions } from '../support/scriptedServer';
 
 const opts = (endpoint: string, o: Partial<SweepOptions> = {}): SweepOptions => ({
@@ -52,7 +53,7 @@ async function withServer<T>(
 
 const plain = (o: { items: { mime: string; data: unknown }[] }) =>
   String(o.items.find((i) => i.mime === MIME.plain)!.data);
-const codes = (r: SweepResult, sp = spec()) => benchFindings(r, sp).map((f) => f.code);
+const codes = (r: SweepResult, sp = spec()) => sweepFindings(r, sp).map((f) => f.code);
 
 test('llama.cpp stream: a 64-token request gives 64 text chunks and 63 ITL gaps (its empty last chunk is no token), completions and chat', async () => {
   for (const api of ['completions', 'chat'] as const)

@@ -175,7 +175,8 @@ test('a line that is not SSE fails the request as malformed-sse, even when cut a
 test('chunks that arrive together are reported: the share of gaps under 0.1 ms, and a finding', async () => {
   const { startScriptedServer } = await import('../support/scriptedServer');
   const { runSweep } = await import('../../src/core/bench');
-  const { benchFindings, benchValues } = await import('../../src/core/bench/report');
+  const { benchValues } = await import('../../src/core/bench/report');
+  const { sweepFindings } = await import('../support/benchFindings');
   const s = await startScriptedServer({ ttftMs: 5, itlMs: 4, fault: () => ({ kind: 'pairs' }) });
   try {
     const r = await runSweep(
@@ -202,7 +203,7 @@ test('chunks that arrive together are reported: the share of gaps under 0.1 ms, 
     // 16 chunks in 8 writes: 8 of the 15 gaps in each request are inside a write.
     const share = (benchValues(r, spec).points as { itl_read_together_share: number }[])[0].itl_read_together_share;
     assert.ok(share >= 0.5, `share of gaps under 0.1 ms: ${share}`);
-    const f = benchFindings(r, spec).find((x) => x.code === 'client-read-bursts');
+    const f = sweepFindings(r, spec).find((x) => x.code === 'client-read-bursts');
     assert.ok(f, 'a client-read-bursts finding');
     assert.match(f.message, /c=1: \d+(\.\d)?% of the gaps between chunks are under 0.1 ms/);
   } finally {

@@ -273,7 +273,7 @@ describe('the bench plot draws the prediction in force', () => {
 describe("Little's law is checked in one place", () => {
   test('one point 55% off gives exactly one finding', async () => {
     const { summarizeRecords } = await import('../../src/core/bench/metrics');
-    const { benchFindings, benchValues } = await import('../../src/core/bench/report');
+    const { benchValues } = await import('../../src/core/bench/report');
     const { benchFacts } = await import('../../src/core/kinds/benchFacts');
     const { runChecks } = await import('../../src/core/checks');
     const { applySetupOverrides } = await import('../../src/core/kinds/setup');
@@ -323,22 +323,18 @@ describe("Little's law is checked in one place", () => {
       output: 2,
       seed: { mode: 'per-point' as const, base: 1 },
       percentiles: [90, 99],
-      paths: { points: ['concurrency'], seed: ['seed'] },
     };
     const cell = { bench: 'sweep', concurrency: [1], seed: 'per-point' };
     const setup = applySetupOverrides(undefined, { gpu: 'a100-sxm4-80gb', model: 'qwen3-8b' }, root, 'lab', true).setup;
-    // What a bench cell's run gives the engine (its findings and facts), and what the engine adds (the checks).
-    const findings = [
-      ...benchFindings(result, spec),
-      ...runChecks({
-        kind: 'bench: sweep',
-        cell,
-        facts: benchFacts(benchValues(result, spec), cell),
-        setup,
-        notebook: createNotebookContext(root),
-        cellIndex: 1,
-      }),
-    ].filter((f) => /little/i.test(f.code + f.message));
+    // What a bench cell's run gives the engine (its facts; it makes no findings), and what the engine adds (the checks).
+    const findings = runChecks({
+      kind: 'bench: sweep',
+      cell,
+      facts: benchFacts(benchValues(result, spec), cell),
+      setup,
+      notebook: createNotebookContext(root),
+      cellIndex: 1,
+    }).filter((f) => /little/i.test(f.code + f.message));
     assert.equal(findings.length, 1, JSON.stringify(findings));
     assert.equal(findings[0].code, 'littles-law-closure');
     assert.deepEqual(findings[0].path, ['concurrency', 0]);

@@ -32,6 +32,11 @@ export interface UsageCheck {
   bad_usage: number;
 }
 
+/** Mean usage.prompt_tokens against the prompt sent, relative (−0.5: half the tokens arrived). */
+export function promptDrift(mean: number | undefined, requested: number): number | undefined {
+  return mean === undefined || requested <= 0 ? undefined : mean / requested - 1;
+}
+
 export function usageCheck(records: RequestRecord[], input: number, output: number): UsageCheck {
   const ok = records.filter((r) => r.ok);
   const withUsage = ok.filter((r) => r.errorKind !== 'missing-usage' && r.errorKind !== 'bad-usage');
@@ -50,7 +55,7 @@ export function usageCheck(records: RequestRecord[], input: number, output: numb
     with_usage: withUsage.length,
     requested_input: input,
     prompt_tokens_mean: pm,
-    prompt_drift: pm === undefined || input <= 0 ? undefined : pm / input - 1,
+    prompt_drift: promptDrift(pm, input),
     requested_output: output,
     completion_tokens_mean: mean(outs.map((r) => r.outputTokens!)),
     completion_mismatch: outs.filter((r) => r.outputTokens !== output).length,
@@ -82,7 +87,7 @@ export interface ServerCounterCheck {
   agree: boolean;
 }
 
-const compare = (client: number, server: number): CounterComparison => ({
+export const compareCounts = (client: number, server: number): CounterComparison => ({
   client,
   server,
   diff: server - client,
@@ -121,12 +126,24 @@ export function serverCounterCheck(
     unknown_requests: unknown,
     agree: true,
   };
-  if (ev.prompt_tokens_delta !== undefined) c.prompt = compare(prompt, ev.prompt_tokens_delta);
-  if (ev.generation_tokens_delta !== undefined) c.generation = compare(gen, ev.generation_tokens_delta);
+  if (ev.prompt_tokens_delta !== undefined) c.prompt = compareCounts(prompt, ev.prompt_tokens_delta);
+  if (ev.generation_tokens_delta !== undefined) c.generation = compareCounts(gen, ev.generation_tokens_delta);
+  c.agree = countersAgree(c.generation, c.prompt, dialect.promptCounter);
+  return c;
+}
+
+/**
+ * Every compared counter within DRIFT_TOLERANCE (and more than 2 tokens apart to count); a prompt
+ * counter that counts only processed tokens may be lower than the client's total, never higher.
+ */
+export function countersAgree(
+  generation: CounterComparison | undefined,
+  prompt: CounterComparison | undefined,
+  promptCounter: TelemetryDialect['promptCounter'],
+): boolean {
   const off = (x: CounterComparison | undefined, lowerOk: boolean) =>
     !!x && x.rel > DRIFT_TOLERANCE && Math.abs(x.diff) > 2 && !(lowerOk && x.diff < 0);
-  c.agree = !off(c.generation, false) && !off(c.prompt, dialect.promptCounter === 'processed');
-  return c;
+  return !off(generation, false) && !off(prompt, promptCounter === 'processed');
 }
 
 export interface LoadCheck {

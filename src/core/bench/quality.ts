@@ -1,11 +1,11 @@
 /**
- * What a sweep's cross-checks (crosscheck.ts) say, as findings and as lines of the run facts:
+ * What a sweep's cross-checks (crosscheck.ts) say as lines of the run facts and table labels:
  * usage drift, retries, the server-counter cross-check, the load a point really had, the RTT
- * probe's reliability, and which time to first token is which. report.ts shows them.
+ * probe's reliability, and which time to first token is which. report.ts shows them; the findings
+ * they deserve are check rules over the run's facts (checks/bench.ts).
  */
-import { finding, type CellPath, type Finding } from '../findings';
 import { fmtNum } from '../units';
-import { DRIFT_TOLERANCE, type CounterComparison } from './crosscheck';
+import type { CounterComparison } from './crosscheck';
 import { FORMULAS } from './metrics';
 import type { PointResult, SweepResult } from './sweep';
 
@@ -47,7 +47,8 @@ export function rttFact(r: Pick<SweepResult, 'rtt'>): string {
   return `${d(t.median_ms)} ms median, ${d(t.min_ms)} ms min (${t.n} TCP connects to ${t.path}, Nagle off)`;
 }
 
-const cmp = (name: string, c: CounterComparison | undefined) =>
+/** "generation tokens 640 (server) vs 640 (client), equal" */
+export const counterWords = (name: string, c: CounterComparison | undefined) =>
   c
     ? `${name} ${fmtNum(c.server, 0)} (server) vs ${fmtNum(c.client, 0)} (client)${c.diff === 0 ? ', equal' : `, ${c.diff > 0 ? '+' : ''}${fmtNum(c.diff, 0)} (${pct(c.client ? c.diff / c.client : 1)})`}`
     : undefined;
@@ -58,7 +59,9 @@ export function serverCounterFact(r: Pick<SweepResult, 'points' | 'telemetry'>):
   const parts = r.points.map((p) => {
     const c = p.serverCounters;
     if (!c) return `${label(p)}: no counters`;
-    const xs = [cmp('generation tokens', c.generation), cmp('prompt tokens', c.prompt)].filter(Boolean);
+    const xs = [counterWords('generation tokens', c.generation), counterWords('prompt tokens', c.prompt)].filter(
+      Boolean,
+    );
     return `${label(p)}: ${xs.join('; ')}${c.agree ? ' ✓' : ' ✗'}`;
   });
   return `${r.telemetry.server} counters (Δ over each point, warm-up included) against the client's usage totals: ${parts.join(' · ')}`;
@@ -89,124 +92,4 @@ export function qualityFacts(r: SweepResult, input: number): [string, string][] 
   if (r.points.some((p) => p.metrics.ttft_content_ms))
     out.push(['time to first token', `${FORMULAS.ttft}; ${FORMULAS.ttft_content}`]);
   return out;
-}
-
-/** Findings from the cross-checks. `at(i)` is the path of point i in the cell. */
-export function qualityFindings(r: SweepResult, at: (i: number) => CellPath): Finding[] {
-  const fs: Finding[] = [];
-  if (r.rtt?.reliable === false)
-    fs.push(
-      finding('info', 'rtt-unreliable', `The network RTT probe is not quoted: ${r.rtt.unreliable_reason}.`, [], {
-        cause:
-          'a TCP connect slower than a whole request means the probe met something the requests did not (a proxy, a busy accept queue)',
-      }),
-    );
-  for (const p of r.points) {
-    const m = p.metrics;
-    const name = label(p);
-    const l = p.load;
-    if (l?.fewer_requests_than_concurrency)
-      fs.push(
-        finding(
-          'warning',
-          'load-below-concurrency',
-          `${name}: only ${l.requests} requests, so at most ${l.requests} were ever in flight (peak observed ${l.peak_in_flight}): this point measures concurrency ${l.peak_in_flight}, not ${l.concurrency}`,
-          at(p.index),
-          { fix: `give at least ${l.concurrency} requests per point (4× the concurrency is the default)` },
-        ),
-      );
-    if (m.retried) {
-      const first = p.records?.retry_error?.find((x) => x);
-      fs.push(
-        finding(
-          'info',
-          'bench-retries',
-          `${name}: ${m.retried} of ${m.completed + m.failed} requests were sent a second time, on a fresh connection, after their first connection closed before any byte of a response${first ? ` (first: ${first})` : ''}; each counts from its first send, so its TCP connect is inside its TTFT`,
-          at(p.index),
-          {
-            cause:
-              "the server closes keep-alive connections (llama.cpp's server does after every streamed response, while advertising Keep-Alive), and a request was written on one as it closed",
-          },
-        ),
-      );
-    }
-    const u = p.usage;
-    if (u && u.with_usage > 0) {
-      if (u.prompt_drift !== undefined && Math.abs(u.prompt_drift) > DRIFT_TOLERANCE)
-        fs.push(
-          finding(
-            'warning',
-            'usage-prompt-drift',
-            `${name}: the server counted ${fmtNum(u.prompt_tokens_mean!, 1)} prompt tokens per request (usage.prompt_tokens, mean) against ${u.requested_input} sent (${pct(u.prompt_drift)}): the latencies are for prompts of that length`,
-            at(p.index),
-            {
-              cause:
-                u.prompt_drift < 0
-                  ? 'the server truncated the prompts (its context or slot is shorter than the prompt), or the ids were not one token each'
-                  : 'a chat template (or BOS tokens) wraps every prompt, or text prompts tokenize to more tokens than words',
-              fix:
-                u.prompt_drift < 0
-                  ? "shorten input to fit the server's context, or raise the server's context size"
-                  : 'use "api: completions" for exact prompt lengths, or set input to account for the template',
-            },
-          ),
-        );
-      if (u.completion_mismatch > 0)
-        fs.push(
-          finding(
-            'warning',
-            'usage-output-drift',
-            `${name}: ${u.completion_mismatch} of ${u.with_usage} requests report usage.completion_tokens other than the ${u.requested_output} asked for (mean ${fmtNum(u.completion_tokens_mean!, 1)}): TPOT and output throughput use the server's count`,
-            at(p.index),
-            {
-              cause: 'the server ignores ignore_eos / min_tokens (the output stopped early), or it miscounts',
-            },
-          ),
-        );
-      if (u.fewer_tokens_than_chunks > 0 || (u.tokens_per_chunk ?? 0) > MAX_TOKENS_PER_CHUNK)
-        fs.push(
-          finding(
-            'warning',
-            'usage-implausible',
-            `${name}: usage says ${fmtNum(u.tokens_per_chunk ?? 0, 2)} tokens per chunk of text${u.fewer_tokens_than_chunks ? ` (${u.fewer_tokens_than_chunks} requests claim fewer tokens than the chunks that came)` : ''}: each streamed chunk carries at least one token and rarely more than a few, so TPOT and output throughput, which use usage, are not to be trusted here`,
-            at(p.index),
-          ),
-        );
-    }
-    if (u?.bad_usage)
-      fs.push(
-        finding(
-          'warning',
-          'usage-not-a-count',
-          `${name}: ${u.bad_usage} requests sent usage that is not a count (negative or fractional); their output tokens were counted from chunks`,
-          at(p.index),
-        ),
-      );
-    const c = p.serverCounters;
-    if (c && !c.agree)
-      fs.push(
-        finding(
-          'warning',
-          'server-counters-disagree',
-          `${name}: the server's token counters do not match what the client counted: ${[cmp('generation tokens', c.generation), cmp('prompt tokens', c.prompt)].filter(Boolean).join('; ')}${c.unknown_requests ? ` (${c.unknown_requests} requests reported no usage)` : ''}`,
-          at(p.index),
-          {
-            cause:
-              'another client used the server during the point, or the server counts differently (a cached prefix, retries it saw twice)',
-          },
-        ),
-      );
-    const vocabErr = p.records?.error_message.find((x) => x && /vocab/i.test(x));
-    if (vocabErr)
-      fs.push(
-        finding(
-          'warning',
-          'bench-vocabulary',
-          `${name}: requests failed on the prompt's token ids (${vocabErr}): the ids are drawn for the ${r.vocab?.source === 'server' ? "server's" : "setup's"} vocabulary (${r.vocab?.size ?? '?'})`,
-          at(p.index),
-          { fix: 'name the model the server runs in the setup (its vocabulary bounds the ids)' },
-        ),
-      );
-  }
-  return fs;
 }

@@ -6,12 +6,11 @@
  */
 import { MIME, factsOutput, tableOutput } from '../engine/outputs';
 import type { CellOutput } from '../engine/types';
-import { factAbove, type Fact, type FactOf } from '../facts';
-import { finding, type CellPath, type Finding } from '../findings';
+import { factAbove, MAX_ERROR_MESSAGES, type Fact, type FactOf } from '../facts';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
 import { FORMULAS, percentile, percentileSorted, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
-import { doneLabel, loadLabel, qualityFacts, qualityFindings, rttFact, rttNote } from './quality';
+import { doneLabel, loadLabel, qualityFacts, rttFact, rttNote } from './quality';
 import { fromColumnar } from './records';
 import type { PointResult, SweepResult } from './sweep';
 
@@ -26,8 +25,6 @@ export interface ReportSpec {
   percentiles: number[];
   stopAbove?: number;
   burstiness?: number;
-  /** Paths into the cell for findings (the CLI has no cell: empty paths). */
-  paths?: { points?: CellPath; seed?: CellPath; onFailure?: CellPath; endpoint?: CellPath };
 }
 
 export interface PredictedCurve {
@@ -66,12 +63,13 @@ function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): stri
 /** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
 export function benchValues(
   r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'> &
-    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts'>>,
+    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts' | 'notes'>>,
   spec: ReportSpec,
 ): Record<string, unknown> {
   const pk = spec.percentiles;
   const points = r.points.map((p) => {
     const m = p.metrics;
+    const burst = burstShare(p);
     return {
       ...(p.mode === 'open' ? { rate: p.rate } : { concurrency: p.concurrency }),
       seed: p.seed,
@@ -89,7 +87,8 @@ export function benchValues(
       ttft_content_ms: m.ttft_content_ms ? dshort(m.ttft_content_ms) : undefined,
       tpot_ms: dshort(m.tpot_ms),
       itl_ms: dshort(m.itl_ms),
-      itl_read_together_share: r3(burstShare(p)?.share),
+      itl_read_together_share: r3(burst?.share),
+      itl_read_together: burst ? { ...burst, under_ms: BURST_GAP_MS } : undefined,
       e2e_ms: dshort(m.e2e_ms),
       little: {
         lambda: r3(m.little.lambda),
@@ -100,6 +99,7 @@ export function benchValues(
       },
       max_in_flight: p.maxInFlight,
       retried: m.retried,
+      ...errorMessages(p),
       load: p.load,
       usage: p.usage,
       server_counters: p.serverCounters,
@@ -166,11 +166,34 @@ export function benchValues(
     telemetry: r.telemetry ?? null,
     vocab: r.vocab ?? null,
     timeouts: r.timeouts ?? null,
+    notes: r.notes ?? [],
     run_id: r.runId,
     stopped: r.stopped ?? null,
     points,
     rows,
     vllm,
+  };
+}
+
+/** The first message of a failed request, the first retry's cause, and the distinct messages in the order they came. */
+function errorMessages(p: Pick<PointResult, 'records'>): {
+  first_error?: string;
+  first_retry_error?: string;
+  error_messages?: string[];
+} {
+  const c = p.records;
+  if (!c) return {};
+  const first = c.error_message.find((x, i) => x && c.ok[i] === 0);
+  const retry = c.retry_error?.find((x) => x);
+  const distinct: string[] = [];
+  for (const x of c.error_message) {
+    if (distinct.length >= MAX_ERROR_MESSAGES) break;
+    if (x && !distinct.includes(x)) distinct.push(x);
+  }
+  return {
+    ...(first ? { first_error: first } : {}),
+    ...(retry ? { first_retry_error: retry } : {}),
+    ...(distinct.length ? { error_messages: distinct } : {}),
   };
 }
 
@@ -186,124 +209,6 @@ function jsonNum<T extends Record<string, unknown>>(o: T): T {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(o)) out[k] = typeof v === 'number' && !Number.isFinite(v) ? null : v;
   return out as T;
-}
-
-/** Findings a finished (or stopped) sweep deserves. */
-export function benchFindings(r: SweepResult, spec: ReportSpec): Finding[] {
-  const fs: Finding[] = [];
-  const P = spec.paths ?? {};
-  const at = (i: number): CellPath => (P.points ? [...P.points, i] : []);
-  // The fixed-seed trap and Little's law are check rules over the run's facts (checks/method.ts), said once there.
-  for (const note of r.notes) fs.push(finding('info', 'bench-note', note, P.endpoint ?? []));
-  for (const p of r.points) {
-    const m = p.metrics;
-    const label = pointLabel(p);
-    if (p.contaminated) {
-      fs.push(
-        finding(
-          'warning',
-          'prefix-cache-contaminated',
-          `${label}: ${p.contaminationReason}. TTFT here measures cache hits, not prefill.`,
-          at(p.index),
-          {
-            cause:
-              spec.seed.mode === 'fixed'
-                ? 'a fixed seed regenerates the same prompts at every point, so the server serves them from its prefix cache'
-                : 'the server had already seen these prompts (another client, or a rerun with the same seeds)',
-            fix:
-              spec.seed.mode === 'fixed'
-                ? 'write "seed: per-point", or start the server with prefix caching off (--no-enable-prefix-caching)'
-                : 'rerun with a fresh base seed, or restart the server / turn prefix caching off',
-            quickFix:
-              spec.seed.mode === 'fixed' && P.seed
-                ? { title: 'Use per-point seeds', edit: { path: P.seed, value: 'per-point' } }
-                : undefined,
-          },
-        ),
-      );
-    }
-    if (m.failed > 0) {
-      const kinds = Object.entries(m.errors)
-        .filter(([k]) => k !== 'missing-usage' && k !== 'no-done' && k !== 'bad-usage')
-        .map(([k, n]) => `${k} ×${n}`)
-        .join(', ');
-      const first = p.records ? p.records.error_message.find((x, i) => x && p.records!.ok[i] === 0) : undefined;
-      fs.push(
-        finding(
-          m.failed === m.completed + m.failed ? 'error' : 'warning',
-          'bench-failures',
-          `${label}: ${m.failed} of ${m.completed + m.failed} requests failed (${fmtNum(m.failure_rate * 100, 1)}%): ${kinds}${first ? `. First: ${first}` : ''}`,
-          at(p.index),
-          {
-            fix: m.errors.connect
-              ? 'check that the server is running and the endpoint URL is right'
-              : m.errors.timeout
-                ? 'raise "timeout:" (no bytes for that long ends a request) or lower the load'
-                : m.errors['rate-limited']
-                  ? 'lower the concurrency or rate; the server is shedding load (HTTP 429)'
-                  : undefined,
-          },
-        ),
-      );
-    }
-    const soft = (m.errors['missing-usage'] ?? 0) + (m.errors['no-done'] ?? 0);
-    if (soft)
-      fs.push(
-        finding(
-          'info',
-          'bench-stream-quirks',
-          `${label}: ${m.errors['missing-usage'] ? `${m.errors['missing-usage']} stream(s) without a usage chunk (output tokens counted from chunks)` : ''}${m.errors['missing-usage'] && m.errors['no-done'] ? '; ' : ''}${m.errors['no-done'] ? `${m.errors['no-done']} stream(s) without [DONE]` : ''}`,
-          at(p.index),
-        ),
-      );
-    if (p.loopLag.p99_ms > 20)
-      fs.push(
-        finding(
-          'warning',
-          'client-loop-lag',
-          `${label}: the client's event loop lagged ${fmtNum(p.loopLag.p99_ms, 1)} ms at p99 during the point; latencies carry up to that much client error`,
-          at(p.index),
-          { fix: 'lower the concurrency, or run the bench from the CLI on a quieter machine' },
-        ),
-      );
-    const burst = burstShare(p);
-    if (burst && burst.gaps >= 50 && burst.share > 0.05)
-      fs.push(
-        finding(
-          'warning',
-          'client-read-bursts',
-          `${label}: ${fmtNum(burst.share * 100, 1)}% of the gaps between chunks are under ${BURST_GAP_MS} ms: the client read those chunks together, in one socket read, so their ITL is the client's, not the server's (the low ITL quantiles and the median move with it)`,
-          at(p.index),
-          {
-            cause:
-              "the load thread fell behind its sockets (too many streams for the machine's cores, or other processes taking the CPU), or the server wrote several chunks at once",
-            fix: 'run fewer streams per point, on a quieter machine, or from the CLI; INFLAB_BENCH_THREADS sets the number of load threads',
-          },
-        ),
-      );
-    if (p.dispatchLagMs && p.dispatchLagMs.n && (p.dispatchLagMs.p[pKey(99)] ?? 0) > 10)
-      fs.push(
-        finding(
-          'info',
-          'dispatch-lag',
-          `${label}: requests left up to ${fmtNum(p.dispatchLagMs.p[pKey(99)], 1)} ms (p99) after their scheduled time; latencies count from the schedule, so this lag is in them`,
-          at(p.index),
-        ),
-      );
-  }
-  fs.push(...qualityFindings(r, at));
-  if (r.stopped) {
-    const sev = r.stopped.reason === 'cancelled' ? 'info' : 'warning';
-    fs.push(
-      finding(
-        sev,
-        `bench-${r.stopped.reason}`,
-        r.stopped.message,
-        r.stopped.reason === 'failure-policy' ? (P.onFailure ?? []) : [],
-      ),
-    );
-  }
-  return fs;
 }
 
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : fmtNum(v, v >= 100 ? 0 : 1));

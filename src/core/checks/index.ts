@@ -7,6 +7,7 @@
  * measurements.ts; no rule reads a value by its name.
  */
 import { finding, type Finding } from '../findings';
+import { BENCH_RULES } from './bench';
 import { weightsFit } from './fit';
 import { LATENCY_RULES } from './latency';
 import { MEMORY_RULES } from './memory';
@@ -16,7 +17,13 @@ import type { CheckInput, CheckRule, Rule } from './types';
 export type { CheckInput, CheckRule, Rule } from './types';
 
 /** Every rule, with its id. A plain function may stand here too (it then has no id of its own). */
-export const RULES: (CheckRule | Rule)[] = [...LATENCY_RULES, ...MEMORY_RULES, ...METHOD_RULES, weightsFit];
+export const RULES: (CheckRule | Rule)[] = [
+  ...LATENCY_RULES,
+  ...MEMORY_RULES,
+  ...METHOD_RULES,
+  ...BENCH_RULES,
+  weightsFit,
+];
 
 const ruleId = (r: CheckRule | Rule, i: number) => (typeof r === 'function' ? r.name || `rule-${i}` : r.id);
 

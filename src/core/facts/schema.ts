@@ -190,6 +190,131 @@ const sampling = z
   })
   .strict();
 
+/**
+ * How a point's requests ended: how many were sent and failed, the count of each error kind (a
+ * request that succeeded may count a stream quirk here: 'missing-usage', 'no-done', 'bad-usage'),
+ * how many were sent a second time, and the first messages (the first of a failed request, the
+ * first retry's cause, and up to MAX_ERROR_MESSAGES distinct messages in the order they came).
+ */
+export const MAX_ERROR_MESSAGES = 10;
+const requests = z
+  .object({
+    kind: z.literal('requests'),
+    sent: nonNeg,
+    failed: nonNeg,
+    retried: nonNeg.optional(),
+    errors: z.record(z.string(), nonNeg),
+    first_error: z.string().optional(),
+    first_retry_error: z.string().optional(),
+    messages: z.array(z.string()).max(MAX_ERROR_MESSAGES).optional(),
+    ...common,
+  })
+  .strict();
+
+/**
+ * The server's usage against what a point asked for and the chunks that came: requests are
+ * counts of requests, tokens are tokens per request, tokens_per_chunk is Σ usage tokens / Σ chunks.
+ */
+const usage = z
+  .object({
+    kind: z.literal('usage'),
+    /** Completed requests whose usage the server sent. */
+    with_usage: nonNeg,
+    prompt_tokens_requested: nonNeg,
+    prompt_tokens_mean: nonNeg.optional(),
+    output_tokens_requested: nonNeg,
+    output_tokens_mean: nonNeg.optional(),
+    /** Requests whose usage.completion_tokens is not the output asked for. */
+    output_mismatched: nonNeg,
+    /** Requests whose usage claims fewer tokens than the chunks of text that came. */
+    fewer_tokens_than_chunks: nonNeg,
+    tokens_per_chunk: nonNeg.optional(),
+    /** Requests whose usage was not a count (negative, fractional). */
+    bad_usage: nonNeg,
+    ...common,
+  })
+  .strict();
+
+const tokenCount = z.object({ client_tokens: nonNeg, server_tokens: nonNeg }).strict();
+/** The client's token totals over a point (warm-up included) against the Δ of the server's counters. */
+const serverCounters = z
+  .object({
+    kind: z.literal('server-counters'),
+    /** The server whose counters were read ("vLLM", "llama.cpp (llama-server)"). */
+    server: z.string(),
+    /** What its prompt counter counts: every prompt token, or only those it processed (a cached prefix is not). */
+    prompt_counter: z.enum(['all', 'processed']),
+    prompt: tokenCount.optional(),
+    generation: tokenCount.optional(),
+    /** Requests that reached the server without reporting usage: their tokens are unknown to the client. */
+    unknown_requests: nonNeg,
+    ...common,
+  })
+  .strict();
+
+/** The most requests a point had in flight at once, against its concurrency (or cap) and its requests. */
+const inFlight = z
+  .object({
+    kind: z.literal('in-flight'),
+    peak: nonNeg,
+    requests: nonNeg,
+    concurrency: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
+/** How late the client ran: its event loop's delay, or requests leaving after their scheduled time. */
+export const CLIENT_LAG_METRICS = ['event-loop', 'dispatch'] as const;
+const clientLag = z
+  .object({ kind: z.literal('client-lag'), metric: z.enum(CLIENT_LAG_METRICS), stat, ms: nonNeg, ...common })
+  .strict();
+
+/** The share (a fraction) of a point's gaps between chunks under `under_ms`: chunks read together. */
+const readBursts = z
+  .object({ kind: z.literal('read-bursts'), share: nonNeg, gaps: nonNeg, under_ms: nonNeg, ...common })
+  .strict();
+
+/** A point the prefix cache served (the server had seen its prompts), and the evidence. */
+const contamination = z.object({ kind: z.literal('contamination'), reason: z.string(), ...common }).strict();
+
+/** The RTT probe, when it could not be quoted beside the TTFTs it should be inside. */
+const rttProbe = z
+  .object({
+    kind: z.literal('rtt-probe'),
+    reliable: z.boolean(),
+    reason: z.string().optional(),
+    probes: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
+/** The vocabulary prompt ids were drawn from: its size, from the server (/v1/models) or the setup's model. */
+const vocab = z
+  .object({
+    kind: z.literal('vocab'),
+    size: nonNeg,
+    from: z.enum(['server', 'setup']),
+    server_size: nonNeg.optional(),
+    setup_size: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
+/** Something a run noticed about its endpoint that is no number (GET /v1/models answered HTTP 404). */
+const note = z.object({ kind: z.literal('note'), text: z.string(), ...common }).strict();
+
+/** A run that ended before its last point, why, and what it said. */
+export const STOP_REASONS = ['cancelled', 'failure-policy', 'crash'] as const;
+const stopped = z
+  .object({
+    kind: z.literal('stopped'),
+    reason: z.enum(STOP_REASONS),
+    message: z.string(),
+    after_point: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
 export const factSchema = z.discriminatedUnion('kind', [
   latency,
   throughput,
@@ -206,6 +331,17 @@ export const factSchema = z.discriminatedUnion('kind', [
   setup,
   seed,
   sampling,
+  requests,
+  usage,
+  serverCounters,
+  inFlight,
+  clientLag,
+  readBursts,
+  contamination,
+  rttProbe,
+  vocab,
+  note,
+  stopped,
 ]);
 
 export type Fact = z.output<typeof factSchema>;

@@ -220,11 +220,6 @@ function reportSpec(cell: Cell, seed: ReportSpec['seed'], requests: number | und
     percentiles: cell.percentiles,
     stopAbove: stopAbove(cell),
     burstiness: cell.burstiness,
-    paths: {
-      points: [open ? 'rate' : 'concurrency'],
-      seed: ['seed'],
-      onFailure: cell.on_failure ? ['on_failure'] : [],
-    },
   };
 }
 
@@ -236,10 +231,8 @@ function stopAbove(cell: Cell): number | undefined {
 }
 
 async function run(cell: Cell, ctx: RunContext) {
-  const [
-    { runSweep },
-    { benchFindings, benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable },
-  ] = await Promise.all([import('../bench'), import('../bench/report')]);
+  const [{ runSweep }, { benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable }] =
+    await Promise.all([import('../bench'), import('../bench/report')]);
   const setup = ctx.setup!;
   const services = ctx.notebook.services;
   let endpoint = setup.endpoint ?? 'sim';
@@ -352,7 +345,8 @@ async function run(cell: Cell, ctx: RunContext) {
   const rec = recordsOutput(result);
   if (rec) outputs.push(rec);
   const values = benchValues(result, spec);
-  return { values, facts: benchFacts(values, cell), outputs, findings: benchFindings(result, spec) };
+  // Its findings are check rules over these facts (checks/bench.ts, checks/method.ts), made by the engine.
+  return { values, facts: benchFacts(values, cell), outputs };
 }
 
 export const benchSweepKind: KindModule<Cell> = {

@@ -4,8 +4,8 @@
  * the prefix-cache hit rate and the request lengths; for the run, the RTT, the seeds and the
  * sampling knobs. Kept apart from bench/report.ts so that reading a saved notebook loads no client.
  */
-import type { Fact, Point } from '../facts';
-import { fin, latencyFacts } from '../facts/make';
+import { MAX_ERROR_MESSAGES, STOP_REASONS, type Fact, type Point } from '../facts';
+import { fin, latencyFacts, statsOf } from '../facts/make';
 import { LATENCY_METRICS, type LatencyMetric } from '../facts/stat';
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
@@ -58,10 +58,133 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
       out.push({ kind: 'prefix-hits', rate: fin(p.cached_share)!, ...common, source: 'usage cached tokens' });
     if (input !== undefined) out.push({ kind: 'tokens', metric: 'prompt', tokens: input, ...common });
     if (output !== undefined) out.push({ kind: 'tokens', metric: 'output', tokens: output, ...common });
+    out.push(...pointQualityFacts(p, common));
   });
-  const rtt = isObj(values.rtt_ms) ? fin(values.rtt_ms.median) : undefined;
+  // A probe that is not quoted (it exceeds a TTFT it should be inside) states no RTT for the rules to read.
+  const unreliable = isObj(values.rtt_ms) && values.rtt_ms.reliable === false;
+  const rtt = isObj(values.rtt_ms) && !unreliable ? fin(values.rtt_ms.median) : undefined;
   if (rtt !== undefined) out.push({ kind: 'latency', metric: 'rtt', stat: 'p50', ms: rtt, source });
+  if (isObj(values.rtt_ms) && unreliable)
+    out.push({
+      kind: 'rtt-probe',
+      reliable: false,
+      ...str('reason', values.rtt_ms.unreliable_reason),
+      ...optional('probes', fin(values.rtt_ms.n)),
+      source,
+    });
+  const v = isObj(values.vocab) ? values.vocab : undefined;
+  if (v && fin(v.size) !== undefined && (v.source === 'server' || v.source === 'setup'))
+    out.push({
+      kind: 'vocab',
+      size: fin(v.size)!,
+      from: v.source,
+      ...optional('server_size', fin(v.server)),
+      ...optional('setup_size', fin(v.setup)),
+      source,
+    });
+  for (const text of Array.isArray(values.notes) ? values.notes : [])
+    if (typeof text === 'string') out.push({ kind: 'note', text, source });
+  const st = isObj(values.stopped) ? values.stopped : undefined;
+  if (st && typeof st.message === 'string' && STOP_REASONS.includes(st.reason as never))
+    out.push({
+      kind: 'stopped',
+      reason: st.reason as (typeof STOP_REASONS)[number],
+      message: st.message,
+      ...optional('after_point', fin(st.afterPoint)),
+      at: st.reason === 'failure-policy' && c.on_failure !== undefined ? ['on_failure'] : [],
+      source,
+    });
   out.push(...benchCellFacts(c));
+  return out;
+}
+
+const str = <K extends string>(k: K, v: unknown) => (typeof v === 'string' ? { [k]: v } : {});
+const nums = (o: unknown): Record<string, number> =>
+  Object.fromEntries(Object.entries(isObj(o) ? o : {}).filter((e): e is [string, number] => (fin(e[1]) ?? -1) >= 0));
+
+/**
+ * What a point's cross-checks measured (bench/crosscheck.ts), as facts the check rules read: how
+ * its requests ended, the server's usage against the request, the server's counters against the
+ * client's, the peak in flight, the client's lags, chunks read together, prefix-cache contamination.
+ */
+function pointQualityFacts(
+  p: Record<string, unknown>,
+  common: { point: Point; at: (string | number)[]; source: string },
+): Fact[] {
+  const out: Fact[] = [];
+  const completed = fin(p.completed);
+  const failed = fin(p.failed);
+  if (completed !== undefined && failed !== undefined)
+    out.push({
+      kind: 'requests',
+      sent: completed + failed,
+      failed,
+      ...optional('retried', fin(p.retried)),
+      errors: nums(p.errors),
+      ...str('first_error', p.first_error),
+      ...str('first_retry_error', p.first_retry_error),
+      ...(Array.isArray(p.error_messages)
+        ? { messages: p.error_messages.filter((x): x is string => typeof x === 'string').slice(0, MAX_ERROR_MESSAGES) }
+        : {}),
+      ...common,
+    });
+  const u = isObj(p.usage) ? p.usage : undefined;
+  if (
+    u &&
+    fin(u.with_usage) !== undefined &&
+    fin(u.requested_input) !== undefined &&
+    fin(u.requested_output) !== undefined
+  )
+    out.push({
+      kind: 'usage',
+      with_usage: fin(u.with_usage)!,
+      prompt_tokens_requested: fin(u.requested_input)!,
+      ...optional('prompt_tokens_mean', fin(u.prompt_tokens_mean)),
+      output_tokens_requested: fin(u.requested_output)!,
+      ...optional('output_tokens_mean', fin(u.completion_tokens_mean)),
+      output_mismatched: fin(u.completion_mismatch) ?? 0,
+      fewer_tokens_than_chunks: fin(u.fewer_tokens_than_chunks) ?? 0,
+      ...optional('tokens_per_chunk', fin(u.tokens_per_chunk)),
+      bad_usage: fin(u.bad_usage) ?? 0,
+      ...common,
+    });
+  const sc = isObj(p.server_counters) ? p.server_counters : undefined;
+  if (sc && typeof sc.server === 'string') {
+    const count = (x: unknown) =>
+      isObj(x) && fin(x.client) !== undefined && fin(x.server) !== undefined
+        ? { client_tokens: fin(x.client)!, server_tokens: fin(x.server)! }
+        : undefined;
+    const prompt = count(sc.prompt);
+    const generation = count(sc.generation);
+    out.push({
+      kind: 'server-counters',
+      server: sc.server,
+      prompt_counter: sc.prompt_counter === 'processed' ? 'processed' : 'all',
+      ...(prompt ? { prompt } : {}),
+      ...(generation ? { generation } : {}),
+      unknown_requests: fin(sc.unknown_requests) ?? 0,
+      ...common,
+    });
+  }
+  const load = isObj(p.load) ? p.load : undefined;
+  if (load && fin(load.peak_in_flight) !== undefined && fin(load.requests) !== undefined)
+    out.push({
+      kind: 'in-flight',
+      peak: fin(load.peak_in_flight)!,
+      requests: fin(load.requests)!,
+      ...optional('concurrency', fin(load.concurrency)),
+      ...common,
+    });
+  for (const { stat, ms } of statsOf(p.client_loop_lag_ms, true))
+    out.push({ kind: 'client-lag', metric: 'event-loop', stat, ms, ...common });
+  if (isObj(p.dispatch_lag_ms) && (fin(p.dispatch_lag_ms.n) ?? 0) > 0)
+    for (const { stat, ms } of statsOf(p.dispatch_lag_ms))
+      out.push({ kind: 'client-lag', metric: 'dispatch', stat, ms, ...common });
+  const b = isObj(p.itl_read_together) ? p.itl_read_together : undefined;
+  if (b && fin(b.share) !== undefined && fin(b.gaps) !== undefined && fin(b.under_ms) !== undefined)
+    out.push({ kind: 'read-bursts', share: fin(b.share)!, gaps: fin(b.gaps)!, under_ms: fin(b.under_ms)!, ...common });
+  if (p.contaminated === true && typeof p.contamination === 'string')
+    out.push({ kind: 'contamination', reason: p.contamination, ...common });
   return out;
 }
 
