@@ -8,7 +8,7 @@ import { z } from 'zod';
 import type { PointMetrics } from '../bench/metrics';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
-import type { KindModule, NotebookContext } from '../engine/types';
+import type { KindModule } from '../engine/types';
 import { fitFindings } from '../checks/fit';
 import { factAbove, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
@@ -26,8 +26,8 @@ import {
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords } from './predictShared';
-import { parseDataset, parseLengths, parseTrace, readWorkloadFile } from '../workload/files';
-import { meanLength, RequestPlanner, type DatasetRow, type LoadedLengths } from '../workload/plan';
+import { loadCellWorkload, plannerFor, replayRate } from '../workload/cell';
+import { meanLength } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
 
 const schema = z
@@ -54,11 +54,17 @@ const schema = z
     ignore_eos: z.boolean().default(true),
   })
   .strict()
-  .refine((c) => (c.trace ? c.concurrency === undefined : (c.concurrency === undefined) !== (c.rate === undefined)), {
-    message:
-      'Give either "concurrency: [1, 8, 64]" (closed loop) or "rate: [1, 4, 16]" req/s (open loop), not both; a trace replays its own arrivals (add "rate:" only to set the points, or leave both out)',
-    path: ['concurrency'],
-  })
+  .refine(
+    (c) =>
+      c.trace || c.rate_schedule
+        ? c.concurrency === undefined
+        : (c.concurrency === undefined) !== (c.rate === undefined),
+    {
+      message:
+        'Give either "concurrency: [1, 8, 64]" (closed loop) or "rate: [1, 4, 16]" req/s (open loop), not both; a trace or a rate_schedule sets its own arrivals (add "rate:" only to label the points, or leave both out)',
+      path: ['concurrency'],
+    },
+  )
   .refine((c) => !c.sessions || c.concurrency !== undefined, {
     message: 'Multi-turn sessions run closed loop: give "concurrency:" (conversations at once)',
     path: ['sessions'],
@@ -245,7 +251,7 @@ export const servingKind: KindModule<Cell> = {
         ],
         findings: unfit,
       };
-    const workload = await loadWorkload(cell, ctx.notebook);
+    const workload = await loadCellWorkload(cell, ctx.notebook);
     const input = Math.round(meanLength(cell.input, workload.loaded.input));
     const output = Math.round(meanLength(cell.output, workload.loaded.output));
     // The KV pool: the cell's own, else the latest kv-pool fact above (a prediction, or the server's log), else physics.
@@ -272,8 +278,9 @@ export const servingKind: KindModule<Cell> = {
         `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
       );
     const closed = cell.concurrency !== undefined;
-    // A trace replays its own arrivals: one point unless rates were given (they then only label points).
-    const list: number[] = closed ? cell.concurrency! : (cell.rate?.map((q) => q.value) ?? [1]);
+    // A trace or a rate schedule sets its own arrivals: one point (labelled with the rate it averages)
+    // unless rates were given (they then only label points).
+    const list: number[] = closed ? cell.concurrency! : (cell.rate?.map((q) => q.value) ?? [replayRate(workload) ?? 1]);
     const liveContext = input + output / 2;
     const points: ServingPoint[] = [];
     const t0 = performance.now();
@@ -282,12 +289,14 @@ export const servingKind: KindModule<Cell> = {
       const x = list[i];
       const seed = cell.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : cell.seed;
       // Run the point in slices, yielding every few ms so the host stays responsive and a cancel lands.
+      const plan = plannerFor(workload, seed, cfg.vocab);
       const load = new LoadRun(engine, {
         input,
         output,
-        requests: workload.trace ? workload.trace.rows.length : cell.requests,
+        // A trace's rows, a schedule's arrivals; else the cell's count.
+        requests: plan && Number.isFinite(plan.size) ? plan.size : cell.requests,
         seed,
-        plan: workload.planner(seed, cfg.vocab),
+        plan,
         ignoreEos: cell.ignore_eos,
         ...(closed ? { concurrency: x } : { rate: x }),
         // Summarized as it runs: no point holds every output token's time (exact below the sketch threshold).
@@ -516,46 +525,3 @@ export const servingKind: KindModule<Cell> = {
     };
   },
 };
-
-/**
- * The cell's workload: files read (a trace, observed lengths) and a planner per point seed, or no
- * planner for fixed lengths with no prefix, session or trace (today's random prompts, so earlier
- * predictions reproduce exactly).
- */
-async function loadWorkload(cell: Cell, nb: NotebookContext) {
-  const loaded: LoadedLengths = {};
-  const read = (rel: string) => readWorkloadFile(nb, rel);
-  if ('file' in cell.input) loaded.input = parseLengths(await read(cell.input.file), cell.input.file);
-  if ('file' in cell.output) loaded.output = parseLengths(await read(cell.output.file), cell.output.file);
-  const trace = cell.trace
-    ? {
-        rows: parseTrace(await read(cell.trace.file), cell.trace.file),
-        speed: cell.trace.speed,
-        blockSize: cell.trace.block_size,
-      }
-    : undefined;
-  const datasetText = cell.dataset ? await read(cell.dataset.file) : undefined;
-  let dataset: DatasetRow[] | undefined;
-  const plain =
-    'value' in cell.input && 'value' in cell.output && !cell.shared_prefix && !cell.sessions && !trace && !cell.dataset;
-  return {
-    loaded,
-    trace,
-    planner: (seed: number, vocab: number) =>
-      plain
-        ? undefined
-        : new RequestPlanner({
-            input: cell.input,
-            output: cell.output,
-            seed,
-            vocab,
-            sharedPrefix: cell.shared_prefix,
-            sessions: cell.sessions,
-            trace,
-            loaded,
-            dataset: cell.dataset
-              ? (dataset ??= parseDataset(datasetText!, cell.dataset.file, vocab, cell.dataset.format))
-              : undefined,
-          }),
-  };
-}

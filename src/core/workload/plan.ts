@@ -24,6 +24,13 @@ export interface PlannedRequest {
   turn?: number;
 }
 
+/** A conversation's own random draws for its later turns. */
+export interface SessionDraws {
+  rng: Mulberry32;
+  inLen: () => number;
+  outLen: () => number;
+}
+
 /** Lengths already read from files, where the spec named one (the plan itself does no I/O). */
 export interface LoadedLengths {
   input?: number[];
@@ -213,13 +220,31 @@ export class RequestPlanner {
     return this.o.sessions?.think_time?.value ?? 0;
   }
 
+  /**
+   * Session s's own draws for its later turns: seeded by (seed, s), so a conversation's turns are
+   * the same whatever the other conversations did meanwhile (a live bench interleaves them by
+   * wall-clock time, the virtual-time load by simulated time).
+   */
+  sessionDraws(session: number): SessionDraws {
+    const seed = this.o.seed;
+    return {
+      rng: new Mulberry32(seedOf(`session:${seed}:${session}`)),
+      inLen: lengthSampler(this.o.input, new Mulberry32(seedOf(`session-in:${seed}:${session}`)), this.o.loaded?.input),
+      outLen: lengthSampler(
+        this.o.output,
+        new Mulberry32(seedOf(`session-out:${seed}:${session}`)),
+        this.o.loaded?.output,
+      ),
+    };
+  }
+
   /** A later turn: the conversation so far, an answer of the previous output's length, new user tokens. */
-  followUp(history: Uint32Array, previousOutput: number): { prompt: Uint32Array; output: number } {
-    const user = this.inLen();
-    const output = this.outLen();
+  followUp(history: Uint32Array, previousOutput: number, d: SessionDraws): { prompt: Uint32Array; output: number } {
+    const user = d.inLen();
+    const output = d.outLen();
     const prompt = new Uint32Array(history.length + previousOutput + user);
     prompt.set(history);
-    fill(prompt, history.length, prompt.length, this.rng, this.o.vocab);
+    fill(prompt, history.length, prompt.length, d.rng, this.o.vocab);
     return { prompt, output };
   }
 
@@ -263,12 +288,15 @@ export class SessionCursor {
   turn = 0;
   private history?: Uint32Array;
   private lastOutput = 0;
+  private readonly draws: SessionDraws;
 
   constructor(
     private readonly planner: RequestPlanner,
     readonly session: number,
     readonly turns: number,
-  ) {}
+  ) {
+    this.draws = planner.sessionDraws(session);
+  }
 
   get done(): boolean {
     return this.turn >= this.turns;
@@ -284,7 +312,7 @@ export class SessionCursor {
       const first = this.planner.next();
       ({ prompt, output, group, index } = first);
     } else {
-      ({ prompt, output } = this.planner.followUp(this.history, this.lastOutput));
+      ({ prompt, output } = this.planner.followUp(this.history, this.lastOutput, this.draws));
       index = -1;
     }
     this.history = prompt;
