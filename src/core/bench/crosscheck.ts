@@ -44,6 +44,9 @@ export function usageCheck(records: RequestRecord[], input: number, output: numb
   const outs = withUsage.filter((r) => r.outputTokens !== undefined);
   const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : undefined);
   const pm = mean(prompts);
+  // A workload plan's per-request lengths, where it set them; else the point's.
+  const wantIn = mean(withUsage.filter((r) => r.promptTokens !== undefined).map((r) => r.requestedInput ?? input));
+  const wantOut = (r: RequestRecord) => r.requestedOutput ?? output;
   let tok = 0;
   let chunks = 0;
   for (const r of outs) {
@@ -53,12 +56,12 @@ export function usageCheck(records: RequestRecord[], input: number, output: numb
   return {
     requests: ok.length,
     with_usage: withUsage.length,
-    requested_input: input,
+    requested_input: wantIn ?? input,
     prompt_tokens_mean: pm,
-    prompt_drift: promptDrift(pm, input),
-    requested_output: output,
+    prompt_drift: promptDrift(pm, wantIn ?? input),
+    requested_output: mean(outs.map(wantOut)) ?? output,
     completion_tokens_mean: mean(outs.map((r) => r.outputTokens!)),
-    completion_mismatch: outs.filter((r) => r.outputTokens !== output).length,
+    completion_mismatch: outs.filter((r) => r.outputTokens !== wantOut(r)).length,
     fewer_tokens_than_chunks: outs.filter((r) => r.outputTokens! < r.chunkMs.length).length,
     tokens_per_chunk: chunks ? tok / chunks : undefined,
     bad_usage: ok.filter((r) => r.errorKind === 'bad-usage').length,

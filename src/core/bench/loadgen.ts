@@ -12,9 +12,9 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
-import { buildBody, now, sendRequest, type ClientConfig, type RawResult } from './client';
+import { buildBody, now, sendRequest, type ClientConfig, type RawResult, type RequestSpec } from './client';
 import { distribution, type Dist, type RequestRecord } from './metrics';
-import { interArrivals, type PromptSource } from './prompts';
+import { interArrivals, type PlannedPrompt, type PromptSource } from './prompts';
 import { loadThreads, runPointThreads, ShardStartError } from './shards';
 
 export interface PointLoad {
@@ -96,8 +96,12 @@ export async function runPoint(
   opts: RunPointOptions = {},
 ): Promise<PointRun> {
   const signal = opts.signal;
+  // A plan that holds a fixed number of requests (a trace's rows, a schedule's arrivals) runs them all, or `requests` of them.
+  if (prompts.size !== undefined && Number.isFinite(prompts.size))
+    load = { ...load, requests: Math.min(load.requests ?? prompts.size, prompts.size) };
   // Many streams: split the point across load threads (shards.ts), each with its own event loop.
-  if (load.mode === 'closed' && load.requests !== undefined) {
+  // Conversations are not split: a session's turns follow one another on one stream.
+  if (load.mode === 'closed' && load.requests !== undefined && !prompts.session) {
     const threads = loadThreads(Math.max(1, load.concurrency ?? 1), opts.threads);
     if (threads > 1) {
       try {
@@ -111,12 +115,19 @@ export async function runPoint(
   const prefix = opts.requestIdPrefix ?? 'inflab';
   const idOffset = opts.idOffset ?? 0;
   const warmIdOffset = opts.warmIdOffset ?? 0;
-  const spec = (i: number, tag: string) => ({
-    prompt: [],
-    outputTokens: load.outputTokens,
-    requestId: `${prefix}-${tag}${i + (tag === 'w' ? warmIdOffset : idOffset)}`,
-    body: buildBody(cfg, { prompt: prompts.next(), outputTokens: load.outputTokens }),
-  });
+  const spec = (i: number, tag: 'w' | 'r', p: PlannedPrompt = drawPrompt(prompts, tag)): Prepared => {
+    const outputTokens = p.outputTokens ?? load.outputTokens;
+    return {
+      prompt: [],
+      outputTokens,
+      requestId: `${prefix}-${tag}${i + (tag === 'w' ? warmIdOffset : idOffset)}`,
+      body: buildBody(cfg, { prompt: p.prompt, outputTokens }),
+      arrivalS: p.arrivalS,
+      // Only a plan's requests carry their own lengths (fixed-length records stay as they were).
+      ...(p.outputTokens !== undefined ? { requestedOutput: outputTokens } : {}),
+      ...(p.inputTokens !== undefined ? { requestedInput: p.inputTokens } : {}),
+    };
+  };
 
   // Warm-up: at the point's concurrency, not recorded.
   const warm = Math.max(0, load.warmup ?? 0);
@@ -140,7 +151,9 @@ export async function runPoint(
   }
 
   const total = load.requests;
-  const pre = total !== undefined ? Array.from({ length: total }, (_, i) => spec(i, 'r')) : undefined;
+  // Conversations are drawn as they go (which conversation a stream starts next depends on timing).
+  const pre =
+    total !== undefined && !prompts.session ? Array.from({ length: total }, (_, i) => spec(i, 'r')) : undefined;
   const bodyOf = (i: number) => (pre ? pre[i] : spec(i, 'r'));
 
   const records: RequestRecord[] = [];
@@ -160,7 +173,7 @@ export async function runPoint(
   let doneCount = 0;
   const lags: number[] = [];
 
-  const record = (id: number, scheduledAbs: number, r: RawResult) => {
+  const record = (id: number, scheduledAbs: number, r: RawResult, body: Prepared) => {
     const rec: RequestRecord = {
       id: id + idOffset,
       scheduledMs: scheduledAbs - t0,
@@ -169,6 +182,8 @@ export async function runPoint(
       endMs: r.endAt - t0,
       ok: r.ok,
     };
+    if (body.requestedInput !== undefined) rec.requestedInput = body.requestedInput;
+    if (body.requestedOutput !== undefined) rec.requestedOutput = body.requestedOutput;
     if (r.promptTokens !== undefined) rec.promptTokens = r.promptTokens;
     if (r.outputTokens !== undefined) rec.outputTokens = r.outputTokens;
     if (r.cachedTokens !== undefined) rec.cachedTokens = r.cachedTokens;
@@ -184,18 +199,37 @@ export async function runPoint(
     doneCount++;
     opts.onRequest?.(doneCount, total);
   };
-  const send = async (id: number, scheduledAbs: number) => {
+  const send = async (id: number, scheduledAbs: number, body: Prepared = bodyOf(id)) => {
     inFlight++;
     if (inFlight > maxInFlight) maxInFlight = inFlight;
-    const r = await sendRequest(dispatcher, cfg, bodyOf(id), signal);
+    const r = await sendRequest(dispatcher, cfg, body, signal);
     inFlight--;
-    record(id, scheduledAbs, r);
+    record(id, scheduledAbs, r, body);
   };
   const limit = total ?? MAX_REQUESTS;
   const deadline = load.durationMs !== undefined ? t0 + load.durationMs : Infinity;
 
   try {
-    if (load.mode === 'closed') {
+    if (load.mode === 'closed' && prompts.session) {
+      // Multi-turn sessions: each stream holds one conversation at a time, its next turn sent one
+      // think time after the previous answer ended; a finished conversation makes way for a new one.
+      const c = Math.max(1, load.concurrency ?? 1);
+      const thinkMs = (prompts.thinkS ?? 0) * 1000;
+      let issued = 0;
+      await Promise.all(
+        Array.from({ length: c }, async () => {
+          let conv = prompts.session!();
+          while (issued < limit && !signal?.aborted) {
+            const t = now();
+            if (t >= deadline) break;
+            const id = issued++;
+            await send(id, t, spec(id, 'r', conv.next()));
+            if (conv.done) conv = prompts.session!();
+            else if (thinkMs > 0) await sleep(thinkMs, signal);
+          }
+        }),
+      );
+    } else if (load.mode === 'closed') {
       const c = Math.max(1, load.concurrency ?? 1);
       let issued = 0;
       await Promise.all(
@@ -211,13 +245,15 @@ export async function runPoint(
     } else {
       const rate = load.rate!;
       const count = total ?? Math.min(MAX_REQUESTS, Math.ceil(((load.durationMs ?? 0) / 1000) * rate * 1.5) + 16);
-      const gaps = interArrivals(load.seed, rate, count, load.burstiness ?? 1);
+      // A trace or a rate schedule sets each send time; else Poisson (or gamma) gaps at `rate`.
+      const planned = pre?.length && pre[0].arrivalS !== undefined ? pre : undefined;
+      const gaps = planned ? [] : interArrivals(load.seed, rate, count, load.burstiness ?? 1);
       const cap = load.concurrency ?? Infinity;
       const running = new Set<Promise<void>>();
       let slotFree: (() => void) | undefined;
       let at = t0;
       for (let i = 0; i < count && !signal?.aborted; i++) {
-        at += gaps[i] * 1000;
+        at = planned ? t0 + (planned[i].arrivalS ?? 0) * 1000 : at + gaps[i] * 1000;
         if (at - t0 >= (load.durationMs ?? Infinity)) break;
         const wait = at - now();
         if (wait > 1) await sleep(wait - 1, signal);
@@ -261,6 +297,15 @@ export async function runPoint(
     cancelled: !!signal?.aborted,
     warmup,
   };
+}
+
+/** A prepared request: its body built, and (trace, schedule) when the plan sends it. */
+type Prepared = RequestSpec & { arrivalS?: number; requestedInput?: number; requestedOutput?: number };
+
+/** The next prompt of a point: a warm-up's own when the plan keeps them apart, else the plan's (or the fixed-length source's). */
+export function drawPrompt(prompts: PromptSource, tag: 'w' | 'r'): PlannedPrompt {
+  if (tag === 'w' && prompts.warmup) return prompts.warmup();
+  return prompts.request ? prompts.request() : { prompt: prompts.next() };
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

@@ -78,6 +78,9 @@ export interface RequestRecord extends RequestOutcome {
   firstContentMs?: number;
   /** When the response ended (after usage / [DONE], or at the error). */
   endMs: number;
+  /** A workload plan's lengths for this request (prompt tokens where the client knows them, max_tokens); absent: the point's. */
+  requestedInput?: number;
+  requestedOutput?: number;
 }
 
 export interface Dist {

@@ -2,7 +2,10 @@
  * Seeded prompts of exact length: random token ids drawn over the model's vocabulary, so no local
  * tokenizer is needed and a random prompt shares no 16-token block with any other (a prefix cache
  * has nothing to hit). The seed is the client's own business and never goes into a request.
+ * Workloads beyond fixed lengths (distributions, shared prefixes, sessions, traces, datasets, rate
+ * schedules) come from the workload plan through planSource; fixed lengths keep these prompts.
  */
+import type { PlannedRequest, RequestPlanner } from '../workload/plan';
 
 /** splitmix32: a well-mixed 32-bit hash step, used to derive seeds. */
 function mix32(x: number): number {
@@ -52,9 +55,40 @@ const WORDS =
     ' ',
   );
 
+/** One request of a point: its prompt and, where a workload plan sets them, its output length and send time. */
+export interface PlannedPrompt {
+  /** Token ids (completions), or text (chat; a dataset's own text). */
+  prompt: number[] | string;
+  /** max_tokens (= min_tokens); absent: the point's output length. */
+  outputTokens?: number;
+  /** The prompt's tokens where the client knows them (token ids; a dataset text counted by the server's /tokenize). */
+  inputTokens?: number;
+  /** Trace replay or a rate schedule: when it is sent, s after the point's start (this client's clock). */
+  arrivalS?: number;
+  /** Multi-turn sessions: the conversation and its turn (0 = first). */
+  session?: number;
+  turn?: number;
+}
+
+/** A conversation of a multi-turn workload: its turns one after another. */
+export interface SessionSource {
+  readonly done: boolean;
+  next(): PlannedPrompt;
+}
+
 export interface PromptSource {
   /** The prompt of request i of this point (deterministic in the seed and i order of calls). */
   next(): number[] | string;
+  /** A source built from a workload plan gives whole requests; runPoint then uses this, not next(). */
+  request?(): PlannedPrompt;
+  /** Warm-up requests, drawn apart from the plan so the measured requests are the plan's from its first. */
+  warmup?(): PlannedPrompt;
+  /** Requests the plan holds (a trace's rows, a schedule's arrivals); absent or Infinity: any number. */
+  size?: number;
+  /** Multi-turn sessions (closed loop): a new conversation. */
+  session?(): SessionSource;
+  /** Think time between an answer and the conversation's next turn, s (this client's clock). */
+  thinkS?: number;
 }
 
 /** Prompts for one point: token ids for completions; words for chat (length then only approximate). */
@@ -79,6 +113,78 @@ export function promptSource(
       return ids;
     },
   };
+}
+
+/** Token ids as the request carries them: the ids themselves, or (chat) one word per id, so equal ids are equal text. */
+function asPrompt(ids: Uint32Array, kind: 'ids' | 'words'): number[] | string {
+  if (kind === 'ids') return Array.from(ids);
+  const w: string[] = new Array(ids.length);
+  for (let i = 0; i < ids.length; i++) w[i] = WORDS[ids[i] % WORDS.length];
+  return w.join(' ');
+}
+
+export interface PlanSourceOptions {
+  kind?: 'ids' | 'words';
+  /**
+   * Client seconds per planned second: 1 against a server; 1/speed against a simulated endpoint
+   * that runs `speed`× faster than simulated time (its latencies are scaled back by speed), so
+   * arrivals and think times land where the plan puts them in simulated time.
+   */
+  timeScale?: number;
+  /** Where warm-up requests come from (a planner of another seed): they do not use up the plan's. */
+  warm?: RequestPlanner;
+  /** A dataset text's length in the server's tokens (its /tokenize count), where known. */
+  textTokens?(text: string): number | undefined;
+}
+
+/**
+ * The bench's prompts from a workload plan (workload/plan.ts), the one `predict: serving` runs in
+ * virtual time: each request's ids (a dataset row's text as it is), output length and, for a trace
+ * or a rate schedule, its send time; conversations for multi-turn sessions.
+ */
+export function planSource(planner: RequestPlanner, o: PlanSourceOptions = {}): PromptSource {
+  const kind = o.kind ?? 'ids';
+  const scale = o.timeScale ?? 1;
+  const toPrompt = (r: PlannedRequest, arrivalS: number | undefined): PlannedPrompt => {
+    const text = r.text !== undefined;
+    const p: PlannedPrompt = {
+      prompt: text ? r.text! : asPrompt(r.prompt, kind),
+      outputTokens: Math.max(1, r.output),
+    };
+    // Ids are what the server counts; words and text are counted by its tokenizer.
+    const counted = text ? o.textTokens?.(r.text!) : kind === 'ids' ? r.prompt.length : undefined;
+    if (counted !== undefined) p.inputTokens = counted;
+    if (arrivalS !== undefined) p.arrivalS = arrivalS * scale;
+    if (r.session !== undefined) {
+      p.session = r.session;
+      p.turn = r.turn;
+    }
+    return p;
+  };
+  const request = () => {
+    const r = planner.next();
+    return toPrompt(r, planner.arrivalOf(r.index));
+  };
+  const warm = o.warm;
+  const src: PromptSource = {
+    next: () => request().prompt,
+    request,
+    size: planner.size,
+    ...(warm ? { warmup: () => toPrompt(warm.next(), undefined) } : {}),
+  };
+  if (planner.sessions) {
+    src.thinkS = planner.thinkS * scale;
+    src.session = () => {
+      const c = planner.startSession();
+      return {
+        get done() {
+          return c.done;
+        },
+        next: () => toPrompt(c.next(), undefined),
+      };
+    };
+  }
+  return src;
 }
 
 /** Exponential (Poisson arrivals) or gamma inter-arrival times, s; burstiness = gamma shape (1 = Poisson). */

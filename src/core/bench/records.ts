@@ -31,6 +31,9 @@ export interface ColumnarRecords {
   retries?: number[];
   /** The first attempt's error of each retried request (else null); present with `retries`. */
   retry_error?: (string | null)[];
+  /** Present when a workload plan set per-request lengths: the prompt tokens asked for (null: not known to the client) and max_tokens. */
+  requested_input?: (number | null)[];
+  requested_output?: (number | null)[];
 }
 
 const us = (x: number) => Math.round(x * 1000) / 1000;
@@ -83,6 +86,10 @@ export function toColumnar(records: RequestRecord[]): ColumnarRecords {
     c.retries = records.map((r) => r.retries ?? 0);
     c.retry_error = records.map((r) => r.retryError ?? null);
   }
+  if (records.some((r) => r.requestedOutput !== undefined || r.requestedInput !== undefined)) {
+    c.requested_input = records.map((r) => r.requestedInput ?? null);
+    c.requested_output = records.map((r) => r.requestedOutput ?? null);
+  }
   return c;
 }
 
@@ -117,6 +124,10 @@ export function fromColumnar(c: ColumnarRecords): RequestRecord[] {
       const e = c.retry_error?.[i];
       if (e) r.retryError = e;
     }
+    const ri = c.requested_input?.[i];
+    if (ri !== undefined && ri !== null) r.requestedInput = ri;
+    const ro = c.requested_output?.[i];
+    if (ro !== undefined && ro !== null) r.requestedOutput = ro;
     out.push(r);
   }
   return out;

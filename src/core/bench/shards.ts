@@ -3,8 +3,8 @@
  * own event loop and undici Agent, so no single thread's loop falls behind its sockets (a late loop
  * reads several chunks in one read and stamps them with one time: TTFT too high, ITL near zero).
  *
- * The thread running the sweep draws every prompt in request order (so a point's prompt set is the
- * same however it is split), gives each shard a contiguous block of request ids, a share of the
+ * The thread running the sweep draws every prompt (with a workload plan's output length) in request
+ * order (so a point's request set is the same however it is split), gives each shard a contiguous block of request ids, a share of the
  * concurrency, the requests and the warm-up, and starts all shards together once each has opened
  * its connections. Records come back in columnar form and are moved onto this thread's clock (the
  * shards' epoch origins, performance.timeOrigin + t0, align within a fraction of a millisecond);
@@ -23,9 +23,9 @@ import * as fs from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker, type MessagePort } from 'node:worker_threads';
 import { createAgent, getText, now, type ClientConfig } from './client';
-import { runPoint, type PointLoad, type PointRun, type RunPointOptions } from './loadgen';
+import { drawPrompt, runPoint, type PointLoad, type PointRun, type RunPointOptions } from './loadgen';
 import type { RequestRecord } from './metrics';
-import type { PromptSource } from './prompts';
+import type { PlannedPrompt, PromptSource } from './prompts';
 import { fromColumnar, toColumnar, type ColumnarRecords } from './records';
 
 export const STREAMS_PER_THREAD = 125;
@@ -40,8 +40,8 @@ export function loadThreads(concurrency: number, requested?: number): number {
 export interface ShardData {
   cfg: ClientConfig;
   load: PointLoad;
-  /** Warm-up prompts first, then the measured ones, in request order. */
-  prompts: (number[] | string)[];
+  /** Warm-up requests first, then the measured ones, in request order (prompt, and a plan's output length). */
+  prompts: PlannedPrompt[];
   idOffset: number;
   warmIdOffset: number;
   requestIdPrefix: string;
@@ -99,8 +99,8 @@ export async function runPointThreads(
   const total = load.requests ?? 0;
   const warm = Math.max(0, load.warmup ?? 0);
   const c = Math.max(1, load.concurrency ?? 1);
-  const warmPrompts = Array.from({ length: warm }, () => prompts.next());
-  const measured = Array.from({ length: total }, () => prompts.next());
+  const warmPrompts = Array.from({ length: warm }, () => drawPrompt(prompts, 'w'));
+  const measured = Array.from({ length: total }, () => drawPrompt(prompts, 'r'));
   const prefix = opts.requestIdPrefix ?? 'inflab';
   const shards: ShardData[] = [];
   let off = 0;
@@ -231,7 +231,7 @@ export async function runShardHere(port: MessagePort, d: ShardData): Promise<voi
       agent,
       d.cfg,
       d.load,
-      { next: () => d.prompts[i++] },
+      { next: () => d.prompts[i++].prompt, request: () => d.prompts[i++] },
       {
         signal: ac.signal,
         requestIdPrefix: d.requestIdPrefix,

@@ -29,7 +29,9 @@ import { runPoint, type PointRun } from './loadgen';
 import { median, summarizeRecords, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
 import { detectDialect, type TelemetryDialect } from './telemetry';
-import { pointSeed, promptSource } from './prompts';
+import { planSource, pointSeed, promptSource } from './prompts';
+import { seedOf } from '../sim/rng';
+import { plannerFor, type CellWorkload } from '../workload/cell';
 import { toColumnar, type ColumnarRecords } from './records';
 
 export interface SweepOptions {
@@ -43,8 +45,15 @@ export interface SweepOptions {
   vocab: number;
   /** Names of the setup's model (catalog id, display name), to compare with what /v1/models serves. */
   setupModel?: string[];
+  /** Prompt and output length of every request (a workload plan's means, when there is one). */
   input: number;
   output: number;
+  /**
+   * The cell's workload beyond fixed lengths (distributions, shared prefixes, sessions, a trace, a
+   * dataset, a rate schedule): each point's requests come from its plan (workload/cell.ts), the one
+   * `predict: serving` runs. Absent: fixed-length random prompts of `input` tokens.
+   */
+  workload?: CellWorkload;
   /** Closed loop: one point per concurrency. */
   concurrency?: number[];
   /** Open loop: one point per rate (req/s). `concurrency` (a single value) then caps in-flight requests. */
@@ -350,7 +359,16 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       }
       const l = loads[i];
       const seed = seedCfg.mode === 'fixed' ? pointSeed(seedCfg.value, i, true) : pointSeed(seedCfg.base, i, false);
-      const prompts = promptSource(seed, o.input, vocab, cfg.api === 'chat' ? 'words' : 'ids');
+      const kind = cfg.api === 'chat' ? 'words' : 'ids';
+      const planner = o.workload ? plannerFor(o.workload, seed, vocab) : undefined;
+      // A plan's arrivals and think times are in simulated time on a faster-running simulated endpoint.
+      const prompts = planner
+        ? planSource(planner, {
+            kind,
+            timeScale: 1 / speed,
+            warm: plannerFor(o.workload!, seedOf(`warmup:${seed}`), vocab),
+          })
+        : promptSource(seed, o.input, vocab, kind);
       const label = open ? `rate ${l.rate} req/s` : `concurrency ${l.concurrency}`;
       const before = metricsAvailable ? await scrape(agent, o) : undefined;
       const during: Snapshot[] = [];

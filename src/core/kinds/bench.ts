@@ -11,6 +11,9 @@ import type { ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
+import type { CellWorkload } from '../workload/cell';
+import { expectedPrefixHitRate } from '../workload/plan';
+import { lengthSpec, workloadKeys } from '../workload/spec';
 import { benchCellFacts, benchFacts } from './benchFacts';
 
 /** The longest a timer can wait (setTimeout's 2^31 − 1 ms, about 24.8 days); past it Node fires at once. */
@@ -51,10 +54,15 @@ const slo = z
 const onFailure = z.union([z.literal('continue'), z.object({ stop_above: share() }).strict()]);
 
 const base = {
-  input: quantity('tokens', { bare: 'tokens', positive: true }).describe('Prompt length of every request.'),
-  output: quantity('tokens', { bare: 'tokens', positive: true }).describe(
-    'Tokens generated per request (ignore_eos, so every request runs to this length).',
+  input: lengthSpec.describe(
+    'Prompt length of every request, or a distribution: {mean: 1000 tokens, range_ratio: 0.5}, {dist: lognormal, mean, std}, {file: lengths.txt}.',
   ),
+  output: lengthSpec.describe(
+    'Tokens generated per request (ignore_eos, so every request runs to this length), or a distribution as for input.',
+  ),
+  // Shared prefixes, multi-turn sessions, trace replay, dataset files, rate schedules (workload/spec.ts):
+  // the same plan predict: serving runs.
+  ...workloadKeys,
   /** Closed loop: one point per value. With `rate`, a single value caps requests in flight. */
   concurrency: oneOrMany(concurrencyValue)
     .optional()
@@ -142,8 +150,17 @@ const base = {
 const sweepSchema = z
   .object({ bench: z.literal('sweep'), ...base })
   .strict()
-  .refine((c) => !!c.concurrency || !!c.rate, {
+  .refine((c) => !!c.concurrency || !!c.rate || !!c.trace || !!c.rate_schedule, {
     message: 'Give "concurrency: [1, 2, 4, 8]" (closed loop) or "rate: [1, 2, 4] req/s" (open loop)',
+    path: ['concurrency'],
+  })
+  .refine((c) => !c.sessions || (!!c.concurrency && !c.rate && !c.trace && !c.rate_schedule), {
+    message: 'Multi-turn sessions run closed loop: give "concurrency: [4, 16]" (conversations at once), not a rate',
+    path: ['sessions'],
+  })
+  .refine((c) => !((c.trace || c.rate_schedule) && c.concurrency && c.concurrency.length > 1), {
+    message:
+      'A trace or a rate_schedule sets its own arrivals: "concurrency:" is then one cap on requests in flight, e.g. "concurrency: 64"',
     path: ['concurrency'],
   })
   .refine((c) => !(c.rate && c.concurrency && c.concurrency.length > 1), {
@@ -189,12 +206,13 @@ function analyze(cell: Cell, ctx: AnalyzeContext): Finding[] {
       ),
     );
   const maxLen = ctx.setup?.server?.max_model_len as { value: number } | undefined;
-  if (maxLen && cell.input.value + cell.output.value > maxLen.value)
+  const fixedLen = 'value' in cell.input && 'value' in cell.output ? cell.input.value + cell.output.value : NaN;
+  if (maxLen && fixedLen > maxLen.value)
     fs.push(
       finding(
         'error',
         'exceeds-max-model-len',
-        `input + output = ${cell.input.value + cell.output.value} tokens exceeds the setup's max_model_len ${maxLen.value}: every request would be refused`,
+        `input + output = ${fixedLen} tokens exceeds the setup's max_model_len ${maxLen.value}: every request would be refused`,
         ['input'],
         { fix: 'shorten input or output, or raise max_model_len in the setup' },
       ),
@@ -202,11 +220,17 @@ function analyze(cell: Cell, ctx: AnalyzeContext): Finding[] {
   return fs;
 }
 
-function reportSpec(cell: Cell, seed: ReportSpec['seed'], requests: number | undefined, open: boolean): ReportSpec {
+function reportSpec(
+  cell: Cell,
+  seed: ReportSpec['seed'],
+  requests: number | undefined,
+  open: boolean,
+  means: { input: number; output: number },
+): ReportSpec {
   return {
     mode: open ? 'open' : 'closed',
-    input: cell.input.value,
-    output: cell.output.value,
+    input: means.input,
+    output: means.output,
     requests,
     durationS: cell.duration?.value,
     seed,
@@ -225,15 +249,33 @@ function reportSpec(cell: Cell, seed: ReportSpec['seed'], requests: number | und
 
 const ms = (s: number | undefined) => (s === undefined ? undefined : s * 1000);
 
+/**
+ * A workload that reuses prefixes on purpose is not contaminated by its own hits: a shared prefix
+ * is flagged only 10 points above the hit rate it implies; sessions and traces (whose reuse is the
+ * conversation's or the trace's own) are not flagged. Undefined: the default threshold.
+ */
+function designedReuse(w: CellWorkload, meanInput: number, requests: number | undefined): number | undefined {
+  if (w.sessions || w.trace) return 1;
+  if (w.sharedPrefix) return Math.min(1, expectedPrefixHitRate(w.sharedPrefix, meanInput, requests ?? 100) + 0.1);
+  return undefined;
+}
+
 function stopAbove(cell: Cell): number | undefined {
   if (cell.on_failure === 'continue') return undefined;
   return cell.on_failure?.stop_above.value ?? 0.5;
 }
 
 async function run(cell: Cell, ctx: RunContext) {
-  const [{ runSweep }, { benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable }] =
-    await Promise.all([import('../bench'), import('../bench/report')]);
+  const [
+    { runSweep },
+    { benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable },
+    { isPlainWorkload, loadCellWorkload, replayRate, workloadMeans },
+  ] = await Promise.all([import('../bench'), import('../bench/report'), import('../workload/cell')]);
   const setup = ctx.setup!;
+  // The workload's files are read here, through the host (the worker reads none); its plan is predict: serving's.
+  const workload = await loadCellWorkload(cell, ctx.notebook);
+  const planned = !isPlainWorkload(workload);
+  const means = workloadMeans(workload, setup.model.vocab);
   const services = ctx.notebook.services;
   let endpoint = setup.endpoint ?? 'sim';
   if (endpoint === 'sim') {
@@ -264,24 +306,36 @@ async function run(cell: Cell, ctx: RunContext) {
   // The key the user set for this endpoint's origin; the simulated endpoint never gets one.
   const simulated = (setup.endpoint ?? 'sim') === 'sim';
   const apiKey = simulated ? undefined : (await services.getApiKey?.(endpoint)) || undefined;
-  const open = !!cell.rate;
+  // A trace or a rate schedule is one open-loop point at the rate it averages (its own arrivals).
+  const replay = cell.trace || cell.rate_schedule ? replayRate(workload) : undefined;
+  const rates = cell.rate ? cell.rate.map((r) => r.value) : replay !== undefined ? [replay] : undefined;
+  const open = !!rates;
   const concurrency = cell.concurrency ?? [];
-  const requests = cell.duration ? undefined : (cell.requests?.value ?? Math.max(100, 4 * Math.max(1, ...concurrency)));
+  // A trace replays all its rows and a schedule all its arrivals, unless "requests:" caps them.
+  const requests = cell.duration
+    ? undefined
+    : (cell.requests?.value ??
+      (cell.trace
+        ? workload.trace!.rows.length
+        : cell.rate_schedule
+          ? undefined
+          : Math.max(100, 4 * Math.max(1, ...concurrency))));
   const seed: ReportSpec['seed'] =
     cell.seed === 'per-point'
       ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 }
       : { mode: 'fixed', value: cell.seed };
-  const spec = reportSpec(cell, seed, requests, open);
+  const spec = reportSpec(cell, seed, requests, open, means);
   const opts: SweepOptions = {
     endpoint,
     apiKey,
     api: cell.api,
     vocab: setup.model.vocab,
     setupModel: [setup.model.id, setup.model.name],
-    input: cell.input.value,
-    output: cell.output.value,
+    input: Math.round(means.input),
+    output: Math.round(means.output),
+    workload: planned ? workload : undefined,
     concurrency: open ? undefined : concurrency,
-    rate: open ? cell.rate!.map((r) => r.value) : undefined,
+    rate: rates,
     maxConcurrency: open ? cell.concurrency?.[0] : undefined,
     burstiness: cell.burstiness,
     requests,
@@ -297,15 +351,17 @@ async function run(cell: Cell, ctx: RunContext) {
     stopAbove: stopAbove(cell),
     percentiles: cell.percentiles,
     slo: spec.slo,
-    contaminationThreshold: cell.contamination_threshold?.value,
+    contaminationThreshold: cell.contamination_threshold?.value ?? designedReuse(workload, means.input, requests),
     keepRecords: cell.records,
     threads: services.settings?.benchThreads,
     workerScript: services.settings?.benchWorker,
   };
   const predicted = findPredicted(ctx.notebook.results, ctx.cellIndex);
-  const title = `${open ? 'Open-loop rate run' : 'Concurrency sweep'}: ${cell.input.value} in / ${cell.output.value} out tokens`;
+  const sameLengths = 'value' in cell.input && 'value' in cell.output && !cell.trace && !cell.dataset && !cell.sessions;
+  const mean = sameLengths ? '' : 'mean ';
+  const title = `${cell.trace ? 'Trace replay' : cell.rate_schedule ? 'Rate schedule' : open ? 'Open-loop rate run' : 'Concurrency sweep'}: ${mean}${Math.round(means.input)} in / ${Math.round(means.output)} out tokens`;
   const points: PointResult[] = [];
-  const nPoints = open ? cell.rate!.length : concurrency.length;
+  const nPoints = open ? rates!.length : concurrency.length;
   // Live outputs: the table and the throughput plot grow as each point finishes.
   let chain: Promise<void> = Promise.resolve();
   const result = await runSweep(opts, {
