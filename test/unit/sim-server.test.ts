@@ -208,6 +208,60 @@ test('400s carry an OpenAI-style error object; the server stays up', async () =>
   assert.equal((await get(`${sim.url}/health`)).status, 200);
 });
 
+test('a 65 MB request body gets a 413 whose JSON error says the 64 MiB limit, not a reset; the server stays up', async () => {
+  const body = Buffer.alloc(65 * 1024 * 1024, 0x61);
+  /** POST the body with its Content-Length, or chunked in 1 MiB writes (no length up front). */
+  const send = (chunked: boolean) =>
+    new Promise<{ status: number; connection?: string; text: string }>((resolve, reject) => {
+      const req = http.request(
+        `${sim.url}/v1/completions`,
+        {
+          method: 'POST',
+          agent: false,
+          headers: chunked
+            ? { 'content-type': 'application/json' }
+            : { 'content-type': 'application/json', 'content-length': body.length },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode!, connection: res.headers.connection, text }));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject); // a reset (ECONNRESET, EPIPE) fails the test here
+      if (!chunked) return void req.end(body);
+      let off = 0;
+      const more = () => {
+        while (off < body.length) {
+          const ok = req.write(body.subarray(off, off + (1 << 20)));
+          off += 1 << 20;
+          if (!ok) return void req.once('drain', more);
+        }
+        req.end();
+      };
+      more();
+    });
+  for (const chunked of [false, true]) {
+    const r = await send(chunked);
+    assert.equal(r.status, 413, `${chunked ? 'chunked' : 'with Content-Length'}: ${r.text.slice(0, 200)}`);
+    assert.equal(r.connection, 'close');
+    const e = JSON.parse(r.text).error;
+    assert.equal(e.code, 413);
+    assert.match(
+      e.message,
+      /The request body is 68157440 bytes, over the simulator's limit of 67108864 bytes \(64 MiB\)/,
+    );
+    assert.match(e.message, /send a shorter prompt/);
+  }
+  // A body under the limit is read as usual (here: not JSON, so a 400).
+  const under = await post(`${sim.url}/v1/completions`, 'a'.repeat(2 << 20), true);
+  assert.equal(under.status, 400);
+  assert.match(JSON.parse(under.text).error.message, /not valid JSON/);
+  assert.equal((await get(`${sim.url}/health`)).status, 200);
+});
+
 test('/metrics parses as Prometheus text with vLLM names, and its counters match what was served', async () => {
   const prompt = Array.from({ length: 64 }, (_, i) => 3000 + i);
   for (let i = 0; i < 2; i++) await post(`${sim.url}/v1/completions`, { prompt, max_tokens: 2, ignore_eos: true });

@@ -126,23 +126,62 @@ function zodMessage(e: z.ZodError): string {
     .join('; ');
 }
 
-const MAX_BODY = 64 * 1024 * 1024;
+/** The largest request body the simulator reads (64 MiB: far beyond any context); larger is a 413. */
+export const MAX_BODY = 64 * 1024 * 1024;
+/**
+ * After a body passes MAX_BODY, how much more of it (and for how long) is read and dropped before
+ * the 413 is sent and the connection closed: a server that closes with the client's bytes unread
+ * resets the connection, and the client never sees the answer. A body larger still is answered
+ * when this runs out.
+ */
+const DRAIN_BYTES = 64 * 1024 * 1024;
+const DRAIN_MS = 10_000;
 
+/**
+ * The request body as text, or an HttpError 413 saying the limit once the body (or its declared
+ * Content-Length) is over MAX_BODY: then nothing more is kept, the rest is read and dropped (up to
+ * DRAIN_BYTES and DRAIN_MS), and the 413 is answered with `Connection: close`.
+ */
 function readBody(req: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
+    let chunks: Buffer[] = [];
     let n = 0;
+    let over = false;
+    let timer: NodeJS.Timeout | undefined;
+    const declared = Number(req.headers['content-length']);
+    const refuse = (ended = false) => {
+      clearTimeout(timer);
+      req.pause();
+      const size = ended
+        ? `${n} bytes`
+        : Number.isFinite(declared) && declared > n
+          ? `${declared} bytes (its Content-Length)`
+          : `over ${n} bytes`;
+      reject(
+        new HttpError(
+          413,
+          `The request body is ${size}, over the simulator's limit of ${MAX_BODY} bytes (64 MiB): send a shorter prompt, or the prompt as token ids`,
+          'RequestEntityTooLarge',
+        ),
+      );
+    };
+    const overLimit = () => {
+      over = true;
+      chunks = [];
+      timer = setTimeout(() => refuse(), DRAIN_MS);
+    };
+    if (Number.isFinite(declared) && declared > MAX_BODY) overLimit();
     req.on('data', (c: Buffer) => {
       n += c.length;
-      if (n > MAX_BODY) {
-        reject(new HttpError(413, `request body over ${MAX_BODY} bytes`));
-        req.destroy();
-        return;
-      }
-      chunks.push(c);
+      if (!over && n > MAX_BODY) overLimit();
+      if (!over) chunks.push(c);
+      else if (n > MAX_BODY + DRAIN_BYTES) refuse();
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
+    req.on('end', () => (over ? refuse(true) : resolve(Buffer.concat(chunks).toString('utf8'))));
+    req.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
   });
 }
 
@@ -324,11 +363,13 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
         e instanceof HttpError
           ? e
           : new HttpError(500, `internal error: ${(e as Error).message}`, 'InternalServerError');
-      if (!res.headersSent)
+      if (!res.headersSent) {
+        // The body was dropped (and may not have been read to its end): the connection closes.
+        if (err.status === 413) res.setHeader('connection', 'close');
         sendJson(req, res, err.status, {
           error: { message: err.message, type: err.type, param: err.param, code: err.status },
         });
-      else res.end();
+      } else res.end();
     });
   });
   server.on('connection', (s) => {
