@@ -444,7 +444,8 @@ function evaluate(
         out.findings.push(finding('error', 'compare-units', msg, ['rows', i]));
         return { verdict: '—' };
       }
-      const ratio = pv.base !== 0 ? mv.base / pv.base : NaN;
+      // 0 against 0 agrees (ratio 1); 0 predicted against anything else has no ratio.
+      const ratio = pv.base !== 0 ? mv.base / pv.base : mv.base === 0 ? 1 : NaN;
       const ok = Number.isFinite(ratio) && Math.abs(ratio - 1) <= tol + 1e-12;
       return { ratio, ok, verdict: ok ? '✅' : '❌' };
     };
