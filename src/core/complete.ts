@@ -3,10 +3,12 @@
  * catalog, so that a new key or a new GPU documents itself: kinds at a cell's first line, the keys
  * of the cell's kind (type, units, default, allowed values, description), catalog ids after gpu: and
  * model:, dtypes, units after a number, setup names, and the references a compare row may take
- * (`CELL NAME.path`, from the values earlier cells saved). The editor adapter only wraps the items.
+ * (`CELL.fact(NAME)` from the facts earlier cells saved, listed by cellOffers; `CELL NAME.path` from
+ * their values). The editor adapter only wraps the items.
  */
 import { z } from 'zod';
 import { DTYPES, GPUS, MODELS } from './catalog';
+import { cellOffers, offerDetail, type Fact } from './facts';
 import { quantityInfo } from './engine/schema';
 import { kindId, type KindModule } from './engine/types';
 import { KINDS } from './kinds';
@@ -243,10 +245,12 @@ export function keyDocMarkdown(d: KeyDoc, kind?: KindModule): string {
   return lines.join('\n');
 }
 
-/** What a cell above offers to later ones: its name, and the values it saved when it last ran. */
+/** What a cell above offers to later ones: its name, and the values and facts it saved when it last ran. */
 export interface CellAbove {
   source: string;
   values?: Record<string, unknown>;
+  /** Its facts as saved (the host reads them with readSavedFacts); what cellOffers lists. */
+  facts?: Fact[];
 }
 
 function nameOf(source: string): { name?: string; setupName?: string } {
@@ -405,14 +409,29 @@ export function completionsAt(
     for (const c of above) {
       const n = nameOf(c.source).name;
       if (!n) continue;
+      // Its facts first (the unit is the fact's), then the older value paths.
+      const offers = cellOffers(n, c.facts ?? []);
+      offers.forEach((o, j) =>
+        items.push({
+          label: o.ref,
+          kind: 'reference',
+          detail: offerDetail(o) || `fact of "${n}"`,
+          documentation:
+            o.points > 1
+              ? `A curve: pick one point with \`${o.ref.replace(/\)$/, ` @ ${o.axis}=${o.xs[0]})`)}\`.`
+              : undefined,
+          sortText: `0${String(j).padStart(4, '0')}`,
+        }),
+      );
       const paths = c.values ? valuePaths(c.values) : [];
-      if (!paths.length)
+      if (!paths.length && !offers.length)
         items.push({ label: `${n}.`, kind: 'reference', detail: 'a named cell above (run it to list its values)' });
       for (const p of paths)
         items.push({
           label: `${n}.${p}`,
           kind: 'reference',
           detail: `value of "${n}"`,
+          sortText: `1${p}`,
           // Inside {…} a reference holding [ ] must be quoted.
           insertText: inFlow && /[[\]]/.test(p) ? `"${n}.${p}"` : undefined,
         });

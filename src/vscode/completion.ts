@@ -1,11 +1,13 @@
 /**
  * Completions in inflab cells: the core's completionsAt does the work (kinds, keys with their docs,
- * catalog ids, dtypes, units, setup names, reference paths); this adapter gathers the cells above
- * (their text and the values their last run saved) and wraps the items.
+ * catalog ids, dtypes, units, setup names, and references: each cell's facts as the core's
+ * cellOffers lists them, then value paths); this adapter gathers the cells above (their text and
+ * the values and facts their last run saved) and wraps the items.
  */
 import * as vscode from 'vscode';
 import { completionsAt, type CellAbove, type CompletionKind } from '../core/complete';
 import { MIME } from '../core/engine/outputs';
+import { readSavedFacts, type Fact } from '../core/facts';
 import { CELL_LANGUAGE, itemFromBytes, NOTEBOOK_TYPE } from './serializer';
 
 const KIND: Record<CompletionKind, vscode.CompletionItemKind> = {
@@ -16,7 +18,7 @@ const KIND: Record<CompletionKind, vscode.CompletionItemKind> = {
   reference: vscode.CompletionItemKind.Reference,
 };
 
-/** The inflab cells above a cell document, with the values each saved when it last ran. */
+/** The inflab cells above a cell document, with the values and facts each saved when it last ran. */
 export function cellsAbove(document: vscode.TextDocument): CellAbove[] {
   const nb = vscode.workspace.notebookDocuments.find(
     (n) => n.notebookType === NOTEBOOK_TYPE && n.getCells().some((c) => c.document === document),
@@ -27,10 +29,14 @@ export function cellsAbove(document: vscode.TextDocument): CellAbove[] {
     if (c.document === document) break;
     if (c.kind !== vscode.NotebookCellKind.Code || c.document.languageId !== CELL_LANGUAGE) continue;
     let values: Record<string, unknown> | undefined;
+    let facts: Fact[] | undefined;
     for (const o of c.outputs)
-      for (const it of o.items)
+      for (const it of o.items) {
         if (it.mime === MIME.values) values = itemFromBytes(it.mime, it.data).data as Record<string, unknown>;
-    out.push({ source: c.document.getText(), values });
+        // Validated as on open: what no longer validates is left out (the core lists the rest).
+        if (it.mime === MIME.facts) facts = readSavedFacts(itemFromBytes(it.mime, it.data).data).facts;
+      }
+    out.push({ source: c.document.getText(), values, facts });
   }
   return out;
 }
@@ -45,9 +51,9 @@ export class InflabCompletionProvider implements vscode.CompletionItemProvider {
     } catch {
       return [];
     }
-    // Replace the word being typed (ids hold '-', references '.', '[' and spaces).
+    // Replace the word being typed (ids hold '-', references '.', '[', '(' and spaces).
     const line = document.lineAt(position.line).text.slice(0, position.character);
-    const m = /[\w\-.[\]*"]*$/.exec(line);
+    const m = /[\w\-.[\]()@=*"]*$/.exec(line);
     const range = new vscode.Range(
       position.line,
       position.character - (m?.[0].length ?? 0),

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { analyzeCells, createNotebookContext, runCell } from '../../src/core/engine/engine';
 import { MIME } from '../../src/core/engine/outputs';
 import type { CellResult } from '../../src/core/engine/types';
+import { SimEndpoints } from '../../src/core/sim/endpoints';
 
 const SETUP = 'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n';
 const ROOFLINE = 'predict: decode-roofline\nname: roofline\ncontext: 1k tokens\nbatch: [1, 8, 64]\n';
@@ -76,13 +77,16 @@ test('references: CELL.rows[0].key into a prediction, CELL.key (unit suffix impl
   assert.ok(Math.abs(rows[1].ratio! - 11.3 / (res[1].values.decode_step_floor_ms as number)) < 1e-9);
 });
 
-test('the cause column comes from the checks: the TTFT row reads "prefix-cache hit?" (reference or literal)', async () => {
+test('the cause column comes from the checks on the measured fact: the TTFT row reads "prefix-cache hit?"', async () => {
   const cmp = [
     'compare: ttft',
     'rows:',
-    '  - {quantity: TTFT, predicted: 52.5 ms, measured: day4.ttft}',
-    '  - {quantity: TTFT (typed), predicted: 52.5 ms, measured: 23 ms, prompt: 1000 tokens}',
-    '  - {quantity: TTFT (cold), predicted: 52.5 ms, measured: 70 ms, prompt: 1000 tokens}',
+    '  - {quantity: first token, predicted: 52.5 ms, measured: day4.ttft}',
+    // A literal says what it is with fact:, or by a quantity that is a fact name.
+    '  - {quantity: first token (typed), predicted: 52.5 ms, measured: 23 ms, prompt: 1000 tokens, fact: ttft.p50}',
+    '  - {quantity: TTFT, predicted: 52.5 ms, measured: 70 ms, prompt: 1000 tokens}',
+    // A prose label with a literal: no fact, so no check (the label is not guessed at).
+    '  - {quantity: time to first token, predicted: 52.5 ms, measured: 23 ms, prompt: 1000 tokens}',
   ].join('\n');
   const res = await run([SETUP, SWEEP, cmp]);
   const r = res[2];
@@ -90,6 +94,7 @@ test('the cause column comes from the checks: the TTFT row reads "prefix-cache h
   assert.equal(rows[0].cause, 'prefix-cache hit?');
   assert.equal(rows[1].cause, 'prefix-cache hit?');
   assert.equal(rows[2].cause, '');
+  assert.equal(rows[3].cause, '');
   const fs = r.findings.filter((f) => f.code === 'ttft-below-prefill-floor');
   assert.deepEqual(
     fs.map((f) => f.path),
@@ -179,4 +184,126 @@ test('unlike quantities are refused: a time against a token rate', async () => {
   assert.equal(r.ok, false);
   assert.deepEqual(r.error!.path, ['rows', 0]);
   assert.match(r.error!.message, /different kinds of quantity/);
+});
+
+const P95 = 'record: cold\nprompt: 1000 tokens\nbatch: 1\nttft_p95: 23 ms\nkv_pool: 410240 tokens\n';
+
+test('CELL.fact(NAME): the unit is the fact’s, and the check is the one for that fact whatever the row is called', async () => {
+  const cmp = [
+    'compare: facts',
+    'rows:',
+    // Neither label says TTFT: the fact does (the old code guessed from the label and checked nothing here).
+    '  - {quantity: the cold start, predicted: 52.5 ms, measured: cold.fact(ttft.p95)}',
+    '  - {quantity: the cold start (by value path), predicted: 52.5 ms, measured: cold.ttft_p95}',
+    '  - {quantity: pool, predicted: 400000 tokens, measured: cold.fact(kv_pool)}',
+    // Any spelling of a stat names the same fact.
+    '  - {quantity: spelled, predicted: 23 ms, measured: cold.fact(TTFT_p95)}',
+  ].join('\n');
+  const [, , r] = await run([SETUP, P95, cmp]);
+  assert.equal(r.ok, true, JSON.stringify(r.error));
+  const rows = rowsOf(r);
+  assert.equal(rows[0].measured, '23 ms');
+  assert.equal(rows[0].cause, 'prefix-cache hit?');
+  assert.equal(rows[1].cause, 'prefix-cache hit?', 'a value path is matched to the fact it states');
+  assert.equal(rows[2].measured, '410,240 tokens');
+  assert.ok(Math.abs(rows[2].ratio! - 410_240 / 400_000) < 1e-12);
+  assert.equal(rows[3].verdict, '✅');
+  assert.deepEqual(
+    r.findings.filter((f) => f.code === 'ttft-below-prefill-floor').map((f) => f.path),
+    [
+      ['rows', 0, 'measured'],
+      ['rows', 1, 'measured'],
+      ['rows', 3, 'measured'],
+    ],
+  );
+});
+
+test('a fact stated along a curve: the roofline’s curve fact against measured points, paired by batch', async () => {
+  const cmp = [
+    'compare: curve facts',
+    'rows:',
+    '  - quantity: aggregate',
+    '    predicted: roofline.fact(curve.output_throughput)',
+    '    measured: {1: 88.4 tok/s, 64: 2530 tok/s}',
+  ].join('\n');
+  const res = await run([SETUP, ROOFLINE, cmp]);
+  const r = res[2];
+  assert.equal(r.ok, true, JSON.stringify(r.error));
+  assert.deepEqual(
+    rowsOf(r).map((x) => x.quantity),
+    ['aggregate @ batch 1', 'aggregate @ batch 64'],
+  );
+  const agg64 = (res[1].values.rows as { batch: number; aggregate_tok_s: number }[]).find(
+    (x) => x.batch === 64,
+  )!.aggregate_tok_s;
+  assert.ok(Math.abs(rowsOf(r)[1].ratio! - 2530 / agg64) < 1e-9);
+});
+
+test('a bad fact reference lists what the cell offers, nearest first, with units', async () => {
+  const res = await run([
+    SETUP,
+    P95,
+    'compare: bad\nrows:\n  - {quantity: x, predicted: 50 ms, measured: cold.fact(ttft.p96)}\n',
+  ]);
+  const r = res[2];
+  assert.equal(r.ok, false);
+  assert.deepEqual(r.error!.path, ['rows', 0, 'measured']);
+  assert.match(
+    r.error!.message,
+    /"cold" has no fact "ttft\.p96"; it offers \(nearest first\): cold\.fact\(ttft\.p95\) \(ms, at batch 1\); .*cold\.fact\(kv_pool\) \(tokens/,
+  );
+  // A bad value path lists the facts too.
+  const res2 = await run([
+    SETUP,
+    P95,
+    'compare: bad\nrows:\n  - {quantity: x, predicted: 50 ms, measured: cold.tpot}\n',
+  ]);
+  assert.match(res2[2].error!.message, /has no "tpot"; it has: .*; its facts: .*cold\.fact\(ttft\.p95\) \(ms/);
+  const res3 = await run([
+    SETUP,
+    P95,
+    'compare: bad\nrows:\n  - {quantity: x, predicted: 50 ms, measured: cold.fact(ttft.p95 @ batch=8)}\n',
+  ]);
+  assert.match(res3[2].error!.message, /has no point at batch 8 \(it has batch 1\)/);
+});
+
+test('a sweep’s fact is a curve over its points; @ concurrency=N picks one', async () => {
+  const sims = new SimEndpoints(50);
+  try {
+    const nb = createNotebookContext(os.tmpdir(), { simEndpoint: (s) => sims.url(s) });
+    await runCell(`${SETUP}endpoint: sim`, 0, nb);
+    const bench = await runCell(
+      'bench: sweep\nname: sweep\ninput: 200\noutput: 8\nconcurrency: [1, 4]\nrequests: 8\npercentiles: [50, 95]',
+      1,
+      nb,
+    );
+    assert.ok(bench.ok, bench.error?.message);
+    const r = await runCell(
+      [
+        'compare: sweep',
+        'rows:',
+        '  - {quantity: p95 TTFT, predicted: {1: 10 ms, 4: 10 ms}, measured: sweep.fact(ttft.p95)}',
+        '  - {quantity: p95 TTFT at 4, predicted: 10 ms, measured: sweep.fact(ttft.p95 @ concurrency=4)}',
+        '  - {quantity: tok/s at c=4, predicted: 100 tok/s, measured: sweep.fact(output_throughput @ c=4)}',
+      ].join('\n'),
+      2,
+      nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    const rows = rowsOf(r);
+    assert.deepEqual(
+      rows.map((x) => x.quantity),
+      ['p95 TTFT @ concurrency 1', 'p95 TTFT @ concurrency 4', 'p95 TTFT at 4', 'tok/s at c=4'],
+    );
+    const points = bench.values.points as {
+      concurrency: number;
+      ttft_ms: { p95: number };
+      output_throughput: number;
+    }[];
+    assert.ok(Math.abs(rows[2].ratio! - points[1].ttft_ms.p95 / 10) < 1e-9);
+    assert.match(rows[2].measured, /\d (ms|s)$/, 'in the fact’s unit, a time');
+    assert.ok(Math.abs(rows[3].ratio! - points[1].output_throughput / 100) < 1e-9);
+  } finally {
+    await sims.close();
+  }
 });

@@ -1,13 +1,16 @@
 /**
  * Completions and key docs, read from the kinds' schemas and the catalog: kinds at a cell's first
  * line, the keys of `bench: sweep` with their docs and defaults, catalog ids after `gpu:`, dtypes,
- * units after a number, nested keys, setup names, and reference paths from values saved above.
+ * units after a number, nested keys, setup names, and references from the facts and values saved above.
  */
 import assert from 'node:assert/strict';
+import * as os from 'node:os';
 import { test } from 'node:test';
 import { GPUS, MODELS } from '../../src/core/catalog';
 import { completionsAt, keyHoverAt, keysOfKind, valuePaths } from '../../src/core/complete';
+import { createNotebookContext, runCell } from '../../src/core/engine/engine';
 import { kindId } from '../../src/core/engine/types';
+import { cellOffers } from '../../src/core/facts';
 import { KINDS } from '../../src/core/kinds';
 
 const labels = (
@@ -115,4 +118,36 @@ test('a hover on a key gives its doc from the schema; on the kind line, the kind
   assert.match(keyHoverAt('bench: sweep\nslo: {ttft_p99: 500 ms}\n', 1, 8)!, /ttft_p99/);
   assert.match(keyHoverAt('audit: environment\n', 0, 2)!, /nvidia-smi/);
   assert.equal(keyHoverAt('bench: sweep\nwarmup: 2\n', 1, 9), undefined, 'not on a key');
+});
+
+test('after predicted:/measured: the facts each cell above saved, as cellOffers lists them, before value paths', async () => {
+  const nb = createNotebookContext(os.tmpdir());
+  const sources = [
+    'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n',
+    'predict: decode-roofline\nname: roofline\ncontext: 1k tokens\nbatch: [1, 8]\n',
+    'record: cold\nprompt: 1000 tokens\nbatch: 1\nttft_p95: 23 ms\n',
+  ];
+  const above = [];
+  for (let i = 0; i < sources.length; i++) {
+    const r = await runCell(sources[i], i, nb);
+    above.push({ source: sources[i], values: r.values, facts: r.facts });
+  }
+  const src = 'compare: v\nrows:\n  - {quantity: q, predicted: ';
+  const items = completionsAt(src, 2, src.split('\n')[2].length, above);
+  const byLabel = new Map(items.map((i) => [i.label, i]));
+  assert.equal(byLabel.get('cold.fact(ttft.p95)')?.detail, 'ms, at batch 1');
+  assert.equal(byLabel.get('roofline.fact(curve.output_throughput)')?.detail, 'tok/s, a curve over batch 1, 8');
+  const expected = [
+    ...cellOffers('roofline', above[1].facts).map((o) => o.ref),
+    ...cellOffers('cold', above[2].facts).map((o) => o.ref),
+  ];
+  const facts = items.filter((i) => i.label.includes('.fact('));
+  assert.deepEqual(
+    facts.map((i) => i.label),
+    expected,
+  );
+  // Facts sort before the value paths.
+  const sorted = [...items].sort((a, b) => (a.sortText ?? a.label).localeCompare(b.sortText ?? b.label));
+  assert.ok(sorted[0].label.includes('.fact('), sorted[0].label);
+  assert.ok(items.some((i) => i.label === 'cold.ttft_p95_ms'));
 });

@@ -97,7 +97,7 @@ export function withMetricKeys<S extends z.ZodRawShape, V extends z.ZodTypeAny>(
 }
 
 /** Levenshtein distance, for "did you mean" suggestions. */
-function editDistance(a: string, b: string): number {
+export function editDistance(a: string, b: string): number {
   const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)]);
   for (let j = 1; j <= b.length; j++) d[0][j] = j;
   for (let i = 1; i <= a.length; i++)
@@ -124,6 +124,15 @@ export function suggestions(word: string, candidates: Iterable<string>, max = 3)
   }
   scored.sort((a, b) => a.rank - b.rank || a.d - b.d || a.c.length - b.c.length || a.c.localeCompare(b.c));
   return scored.slice(0, max).map((s) => s.c);
+}
+
+/** Every candidate, the nearest to `word` first (edit distance, case-blind; then shorter, then A–Z). */
+export function nearestFirst(word: string, candidates: Iterable<string>): string[] {
+  const w = word.toLowerCase();
+  return [...candidates]
+    .map((c) => ({ c, d: editDistance(w, c.toLowerCase()) }))
+    .sort((a, b) => a.d - b.d || a.c.length - b.c.length || a.c.localeCompare(b.c))
+    .map((x) => x.c);
 }
 
 export function suggest(word: string, candidates: Iterable<string>): string | undefined {

@@ -3,6 +3,7 @@
  * give its number in base units with its dimension, and list what a cell offers.
  */
 import { finding, type Finding } from '../findings';
+import { canonicalStat, LATENCY_METRICS } from './stat';
 import type { DimName } from '../units';
 import {
   FACTS_MIME,
@@ -128,7 +129,8 @@ export function factName(f: Fact): string {
     case 'curve':
       return `curve.${f.y}`;
     case 'kv-pool':
-      return 'kv_pool';
+      // A pool known only by its memory (a record's available_kv) is named apart from one in tokens.
+      return f.tokens === undefined && f.available_bytes !== undefined ? 'available_kv' : 'kv_pool';
     case 'prefix-hits':
       return 'prefix_hits';
     case 'floor':
@@ -193,20 +195,189 @@ export function pointWords(p: Point | undefined): string {
   return '';
 }
 
-/** One line per referenceable name a cell's facts offer, e.g. "ttft.p95 (ms, 3 points by concurrency)". */
-export function factNames(facts: readonly Fact[]): { name: string; unit?: string; points: number; axis?: string }[] {
-  const byName = new Map<string, { name: string; unit?: string; points: number; axis?: string }>();
+/**
+ * The one spelling of a fact name as a person may write it in a reference: stats in any spelling
+ * (`ttft.median` → `ttft.p50`, `ttft_p99_9` → `ttft.p99.9`, `TTFT p95` → `ttft.p95`), a bare
+ * latency metric is its mean (`ttft` → `ttft.mean`); other names lower-cased as they are.
+ */
+export function canonicalFactName(text: string): string {
+  const t = text.trim().toLowerCase().replace(/\s+/g, ' ');
+  const m = /^([a-z0-9]+)(?:[ ._](.+))?$/.exec(t);
+  if (m && (LATENCY_METRICS as readonly string[]).includes(m[1])) {
+    if (m[2] === undefined) return `${m[1]}.mean`;
+    const stat = canonicalStat(m[2]);
+    if (stat) return `${m[1]}.${stat}`;
+  }
+  return t.replace(/ /g, '_');
+}
+
+/** What a reference to one fact name of a cell gives: one number, or a curve over the facts' points. */
+export interface Offer {
+  /** The reference to write, e.g. `sweep.fact(ttft.p95)`. */
+  ref: string;
+  /** The fact name inside it, e.g. `ttft.p95`. */
+  name: string;
+  unit?: string;
+  /** Facts of this name that stand at a point (0: one number). */
+  points: number;
+  /** The axis the points lie along, and their x values. */
+  axis?: string;
+  xs: number[];
+}
+
+/** Axis names a point may be picked by in a reference (`@ concurrency=16`, `@ c=16`). */
+const AXES: Record<string, string> = { concurrency: 'concurrency', c: 'concurrency', batch: 'batch', rate: 'rate' };
+
+/** `CELL.fact(NAME)`, or with one point picked: `CELL.fact(NAME @ concurrency=16)`. */
+export function factRef(cell: string, name: string, point?: { axis: string; x: number }): string {
+  return `${cell}.fact(${name}${point ? ` @ ${point.axis}=${point.x}` : ''})`;
+}
+
+/**
+ * Parse what stands inside `.fact(…)`: a fact name, optionally `@ AXIS=X` to pick one point
+ * (AXIS: concurrency or c, batch, rate). Throws a message saying what to write.
+ */
+export function parseFactArgs(inner: string): { name: string; point?: { axis: string; x: number } } {
+  const [namePart, pointPart, ...extra] = inner.split('@');
+  const name = canonicalFactName(namePart);
+  if (!name || extra.length)
+    throw new Error(`write .fact(NAME) or .fact(NAME @ concurrency=16), e.g. .fact(ttft.p95): "${inner}"`);
+  if (pointPart === undefined) return { name };
+  const m = /^\s*([a-z_]+)\s*=\s*([0-9.eE+-]+)\s*$/.exec(pointPart);
+  const axis = m ? AXES[m[1]] : undefined;
+  const x = m ? Number(m[2]) : NaN;
+  if (!axis || !Number.isFinite(x))
+    throw new Error(`pick a point as "@ concurrency=16", "@ batch=1" or "@ rate=4": "${pointPart.trim()}" is not one`);
+  return { name, point: { axis, x } };
+}
+
+/**
+ * Everything a cell offers a reference, one line per fact name: its reference string, its unit,
+ * and the points it stands at (a name at several points is a curve; `@ AXIS=X` picks one). The one
+ * list that a bad reference's message and the editor's completions both show.
+ */
+export function cellOffers(cell: string, facts: readonly Fact[]): Offer[] {
+  const byName = new Map<string, Offer>();
   for (const f of facts) {
     const v = factValue(f);
     if (!v && f.kind !== 'curve') continue;
     const name = factName(f);
-    const e = byName.get(name) ?? { name, unit: f.kind === 'curve' ? f.unit : v?.unit, points: 0 };
-    const px = pointX(f.point);
-    if (px) {
-      e.points++;
-      e.axis ??= px.axis;
+    const o = byName.get(name) ?? {
+      ref: factRef(cell, name),
+      name,
+      unit: f.kind === 'curve' ? f.unit : v?.unit,
+      points: 0,
+      xs: [],
+    };
+    if (f.kind === 'curve') {
+      o.axis ??= f.x;
+      for (const p of f.points) if (!o.xs.includes(p.x)) o.xs.push(p.x);
+      o.points = o.xs.length;
+    } else {
+      const px = pointX(f.point);
+      if (px) {
+        o.points++;
+        o.axis ??= px.axis;
+        if (!o.xs.includes(px.x)) o.xs.push(px.x);
+      }
     }
-    byName.set(name, e);
+    byName.set(name, o);
   }
   return [...byName.values()];
+}
+
+/** What an offer gives, in words: "ms, a curve over concurrency 1, 4, 16", "tokens, at batch 1". */
+export function offerDetail(o: Offer): string {
+  const where =
+    o.points > 1 && o.axis
+      ? `a curve over ${o.axis} ${o.xs.join(', ')}`
+      : o.points === 1 && o.axis
+        ? `at ${o.axis} ${o.xs[0]}`
+        : '';
+  return [o.unit, where].filter(Boolean).join(', ');
+}
+
+/** One offer as a person reads it: `sweep.fact(ttft.p95) (ms, a curve over concurrency 1, 4, 16)`. */
+export function offerWords(o: Offer): string {
+  const d = offerDetail(o);
+  return d ? `${o.ref} (${d})` : o.ref;
+}
+
+/**
+ * The facts a reference `NAME [@ AXIS=X]` picks from a cell's facts; a curve fact stands for its
+ * points (one value each, along its x axis).
+ */
+export function pickFacts(
+  facts: readonly Fact[],
+  name: string,
+  point?: { axis: string; x: number },
+): { fact: Fact; x?: number; axis?: string; value: FactValue }[] {
+  const out: { fact: Fact; x?: number; axis?: string; value: FactValue }[] = [];
+  for (const f of facts) {
+    if (factName(f) !== name) continue;
+    if (f.kind === 'curve') {
+      for (const p of f.points)
+        if (!point || (point.axis === f.x && point.x === p.x))
+          out.push({ fact: f, x: p.x, axis: f.x, value: { base: p.y, dim: 'token_rate', unit: f.unit } });
+      continue;
+    }
+    const value = factValue(f);
+    if (!value) continue;
+    const px = pointX(f.point, point?.axis);
+    if (point && (!px || px.x !== point.x)) continue;
+    out.push({ fact: f, x: px?.x, axis: px?.axis, value });
+  }
+  return out;
+}
+
+const TOKEN_RATE_NAMES: Record<string, FactOf<'throughput'>['metric']> = {
+  throughput: 'aggregate',
+  per_user: 'per_user',
+  output_throughput: 'output',
+  total_throughput: 'total',
+};
+const REQUEST_RATE_NAMES: Record<string, FactOf<'request-rate'>['metric']> = {
+  request_throughput: 'completed',
+  throughput: 'completed',
+  goodput: 'goodput',
+  rate: 'offered',
+  capacity: 'capacity',
+};
+
+/**
+ * The fact a number stands for when a person names it (a compare row's `fact: ttft.p95` beside a
+ * literal `measured: 23 ms`): the inverse of factName for the facts that are one number. Undefined
+ * when the name and the number's dimension do not make a fact.
+ */
+export function factOfName(
+  text: string,
+  v: FactValue,
+  common: { point?: Point; source?: string } = {},
+): Fact | undefined {
+  const name = canonicalFactName(text);
+  const lat = /^([a-z0-9]+)\.(.+)$/.exec(name);
+  if (
+    v.dim === 'time' &&
+    lat &&
+    (LATENCY_METRICS as readonly string[]).includes(lat[1]) &&
+    canonicalStat(lat[2]) === lat[2]
+  )
+    return {
+      kind: 'latency',
+      metric: lat[1] as FactOf<'latency'>['metric'],
+      stat: lat[2],
+      ms: v.base * 1e3,
+      ...common,
+    };
+  if (v.dim === 'token_rate' && name in TOKEN_RATE_NAMES)
+    return { kind: 'throughput', metric: TOKEN_RATE_NAMES[name], tok_s: v.base, ...common };
+  if (v.dim === 'request_rate' && name in REQUEST_RATE_NAMES)
+    return { kind: 'request-rate', metric: REQUEST_RATE_NAMES[name], req_s: v.base, ...common };
+  if (v.dim === 'tokens' && (name === 'prompt_tokens' || name === 'output_tokens'))
+    return { kind: 'tokens', metric: name === 'prompt_tokens' ? 'prompt' : 'output', tokens: v.base, ...common };
+  if (v.dim === 'tokens' && name === 'kv_pool') return { kind: 'kv-pool', tokens: v.base, ...common };
+  if (v.dim === 'bytes' && (name === 'kv_pool' || name === 'available_kv'))
+    return { kind: 'kv-pool', available_bytes: v.base, ...common };
+  if (v.dim === 'ratio' && name === 'prefix_hits') return { kind: 'prefix-hits', rate: v.base, ...common };
+  return undefined;
 }

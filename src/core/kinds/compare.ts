@@ -9,29 +9,49 @@
  *     - {quantity: aggregate tok/s, predicted: "roofline.rows[*].aggregate_tok_s", measured: {1: 88.4 tok/s, 64: 2,530 tok/s}, x: batch}
  *
  * `predicted` and `measured` are each a literal quantity ("52.5 ms", "88.4 tok/s", a bare number),
- * or a reference `CELL NAME.path` into an earlier named cell's values: `.key`, `[n]`, and `[*]`
- * for every element of a list (a curve, paired with the other side by `x`, default the first of
- * batch / concurrency / rate the elements carry). A key may leave out its unit suffix
- * (`day4.ttft` reads `ttft_ms`); the suffix gives the unit (_ms, _s, _tok_s, _req_s, _tokens,
- * _bytes, _gib). A curve may also be written as a mapping {x: quantity}.
+ * or a reference into an earlier named cell:
+ *
+ *   - `CELL.fact(NAME)` reads the cell's facts: `sweep.fact(ttft.p95)`, `pool.fact(kv_pool)`,
+ *     `roofline.fact(curve.output_throughput)`. A name stated at several points is a curve (paired
+ *     with the other side by x); `sweep.fact(ttft.p95 @ concurrency=16)` picks one point. The unit
+ *     is the fact's, and the physics check on the measured side is the one for that fact.
+ *   - `CELL.path` reads its values (the older form, kept): `.key`, `[n]`, and `[*]` for every
+ *     element of a list (a curve, paired by `x`, default the first of batch / concurrency / rate
+ *     the elements carry). A key may leave out its unit suffix (`day4.ttft` reads `ttft_ms`). The
+ *     number is matched to the fact the cell states with it, whose unit and check it then takes;
+ *     a value that matches no fact takes its unit from its key's suffix.
+ *
+ * A curve may also be written as a mapping {x: quantity}. A literal measured number is checked when
+ * the row says what it is: `fact: ttft.p95`, or a `quantity:` that is itself a fact name (`TTFT`,
+ * `ttft p95`). A bad reference's message lists what the cell offers (cellOffers), nearest first.
  *
  * Every row: ratio = measured / predicted and a verdict within the tolerance (the cell's, or the
- * row's own `tolerance:`). The cause column comes from the physics checks run on the measured
- * number (a TTFT below the prefill floor reads "prefix-cache hit?"); those findings also stand on
- * the row's `measured:` line as the user types. `prompt`, `output`, `batch`, `concurrency` on a
- * row give the checks their context when the measured side does not carry it.
+ * row's own `tolerance:`); 0 against 0 is within. The cause column comes from the physics checks
+ * run on the measured fact (a TTFT below the prefill floor reads "prefix-cache hit?"); those
+ * findings also stand on the row's `measured:` line as the user types. `prompt`, `output`, `batch`,
+ * `concurrency` on a row give the checks their context when the measured fact's cell does not.
  */
 import { z } from 'zod';
 import { causeTag, runChecks } from '../checks';
 import { gib, short, time } from '../checks/common';
-import { isObj, pickNum } from '../checks/measurements';
+import { isObj } from '../checks/measurements';
 import { tableOutput } from '../engine/outputs';
-import { quantity } from '../engine/schema';
+import { nearestFirst, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, CellResult, KindModule, NotebookContext, Setup } from '../engine/types';
+import {
+  cellOffers,
+  factName,
+  factOfName,
+  factValue,
+  offerWords,
+  parseFactArgs,
+  pickFacts,
+  type Fact,
+  type Point,
+} from '../facts';
 import { CellError, finding, type CellPath, type Finding } from '../findings';
 import { plotOutput } from '../plots/render';
-import { recordFacts } from './record';
-import { DIMS, GiB, inUnit, parseQuantity, type DimName, type Quantity } from '../units';
+import { DIMS, GiB, inUnit, parseQuantity, type DimName } from '../units';
 
 const ALL_DIMS = Object.keys(DIMS) as DimName[];
 const side = z.union([z.string(), z.number(), z.record(z.string(), z.union([z.string(), z.number()]))]);
@@ -43,6 +63,8 @@ const rowSchema = z
     tolerance: quantity('ratio', { min: 0 }).optional(),
     /** Key of the x value in list elements: one name, or [predicted's, measured's]. */
     x: z.union([z.string(), z.tuple([z.string(), z.string()])]).optional(),
+    /** What a literal measured number is, as a fact name (ttft.p95, per_user, kv_pool), for its physics check. */
+    fact: z.string().optional(),
     prompt: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     output: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     batch: z.number().positive().optional(),
@@ -70,6 +92,10 @@ export interface Val {
   unit?: string;
 }
 
+/**
+ * Unit suffixes of value names (the older reference form): the unit of a value that matches no
+ * fact of its cell.
+ */
 const SUFFIXES: [string, DimName, string, number][] = [
   ['_tok_s', 'token_rate', 'tok/s', 1],
   ['_req_s', 'request_rate', 'req/s', 1],
@@ -103,29 +129,97 @@ function literal(v: string | number): Val | undefined {
   return v.trim() !== '' && Number.isFinite(n) ? { base: n } : undefined;
 }
 
+/** One number of a side, with the fact it stands for (when one is known) and that fact's cell. */
+interface Picked {
+  val: Val;
+  fact?: Fact;
+  /** The facts of the cell the number came from: the context of its check. */
+  cellFacts?: readonly Fact[];
+}
+
 export interface Resolved {
   /** One value, or a curve of (x, value) points. */
-  scalar?: { val: Val; key: string; parent?: Record<string, unknown>; cell?: CellResult; cellIndex?: number };
-  list?: { x: number; val: Val; item: Record<string, unknown> }[];
+  scalar?: Picked & { key: string; cell?: CellResult };
+  list?: (Picked & { x: number })[];
   xName?: string;
-  key?: string;
 }
 
 const X_KEYS = ['batch', 'concurrency', 'max_concurrency', 'rate', 'request_rate'];
 
-/** Parse `name.path[0].key` against the notebook's named results. Throws a message on failure. */
+/** Two numbers in base units that are the same one (rounding in a unit conversion aside). */
+const same = (a: number, b: number) => a === b || Math.abs(a - b) <= 1e-9 * Math.max(Math.abs(a), Math.abs(b));
+
+/**
+ * The fact a cell states with the number a value path reads, if exactly one name fits: the same
+ * number in the same dimension and, where the path indexes a list of points, the fact of that point.
+ */
+function factOfValue(facts: readonly Fact[], val: Val, index: number | undefined): Fact | undefined {
+  const hits = facts.filter((f) => {
+    const fv = factValue(f);
+    return !!fv && fv.dim === val.dim && same(fv.base, val.base);
+  });
+  const names = new Set(hits.map(factName));
+  if (names.size !== 1) return undefined;
+  if (hits.length === 1) return hits[0];
+  const at = hits.filter((f) => index !== undefined && f.at?.[1] === index);
+  return at.length === 1 ? at[0] : undefined;
+}
+
+/** The value of a picked fact: the fact's own number and unit. */
+function valOfFact(v: { base: number; dim?: DimName; unit?: string }): Val {
+  return { base: v.base, dim: v.dim, unit: v.unit };
+}
+
+/** `CELL.fact(NAME [@ AXIS=X])` against a cell's facts. Throws a message listing what it offers. */
+function resolveFact(text: string, name: string, inner: string, result: CellResult): Resolved {
+  const args = parseFactArgs(inner);
+  const picked = pickFacts(result.facts, args.name, args.point);
+  const offers = cellOffers(name, result.facts);
+  if (!picked.length) {
+    if (!offers.length)
+      throw new Error(
+        `"${name}" states no facts${result.ok ? '' : ' (it failed)'}: run it again, or refer to its values (${name}.key)`,
+      );
+    const known = offers.find((o) => o.name === args.name);
+    const order = nearestFirst(
+      args.name,
+      offers.map((o) => o.name),
+    );
+    const list = order.map((n) => offerWords(offers.find((o) => o.name === n)!)).join('; ');
+    throw new Error(
+      known && args.point
+        ? `${text}: "${args.name}" has no point at ${args.point.axis} ${args.point.x} (it has ${known.axis ?? 'no axis'} ${known.xs.join(', ')}); "${name}" offers: ${list}`
+        : `${text}: "${name}" has no fact "${args.name}"; it offers (nearest first): ${list}`,
+    );
+  }
+  const withX = picked.filter((p) => p.x !== undefined);
+  if (withX.length >= 2)
+    return {
+      list: withX.map((p) => ({ x: p.x!, val: valOfFact(p.value), fact: p.fact, cellFacts: result.facts })),
+      xName: withX[0].axis,
+    };
+  const one = withX[0] ?? picked[picked.length - 1];
+  return {
+    scalar: { val: valOfFact(one.value), fact: one.fact, cellFacts: result.facts, key: args.name, cell: result },
+  };
+}
+
+/** Parse `name.path[0].key` or `name.fact(…)` against the notebook's named results. Throws a message on failure. */
 function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved {
   const names = [...nb.named.keys()].sort((a, b) => b.length - a.length);
   const name = names.find((n) => text === n || text.startsWith(`${n}.`) || text.startsWith(`${n}[`));
   if (name === undefined) {
     const head = text.split(/[.[]/)[0];
+    const ordered = nearestFirst(head, names);
     throw new Error(
-      `"${text}" is neither a quantity (e.g. "23 ms") nor a reference to a named cell above: no cell named "${head}"${names.length ? `; named cells: ${names.join(', ')}` : ''}`,
+      `"${text}" is neither a quantity (e.g. "23 ms") nor a reference to a named cell above: no cell named "${head}"${names.length ? `; named cells: ${ordered.join(', ')}` : ''}`,
     );
   }
   const result = nb.named.get(name)!;
-  const cellIndex = [...nb.results].find(([, r]) => r === result)?.[0];
   const rest = text.slice(name.length);
+  const fact = /^\.fact\((.*)\)$/s.exec(rest);
+  if (fact) return resolveFact(text, name, fact[1], result);
+  if (rest.startsWith('.fact(')) throw new Error(`${text}: close the parenthesis, e.g. ${name}.fact(ttft.p95)`);
   const segs: (string | number | '*')[] = [];
   const re = /\.([A-Za-z_][\w-]*)|\[(\d+|\*)\]/gy;
   let m: RegExpExecArray | null;
@@ -136,8 +230,17 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
   }
   if (pos !== rest.length)
     throw new Error(
-      `cannot read "${rest.slice(pos)}" in "${text}": write CELL.key, CELL.list[0].key or CELL.list[*].key`,
+      `cannot read "${rest.slice(pos)}" in "${text}": write CELL.fact(NAME), CELL.key, CELL.list[0].key or CELL.list[*].key`,
     );
+  /** What the cell's facts offer, nearest to the word that did not resolve first. */
+  const offered = (word: string) => {
+    const o = cellOffers(name, result.facts);
+    const order = nearestFirst(
+      word,
+      o.map((x) => x.name),
+    );
+    return o.length ? `; its facts: ${order.map((n) => offerWords(o.find((x) => x.name === n)!)).join('; ')}` : '';
+  };
   const where = (i: number) =>
     `${name}${rest.slice(
       0,
@@ -160,7 +263,18 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
       const cands = Object.keys(cur).filter((k) => stripSuffix(k) === seg && typeof cur[k] === 'number');
       if (cands.length >= 1) return { v: cur[cands[0]], key: cands[0] };
     }
-    throw new Error(`${where(i)} has no "${seg}"; it has: ${Object.keys(cur).join(', ')}`);
+    throw new Error(`${where(i)} has no "${seg}"; it has: ${Object.keys(cur).join(', ')}${offered(seg)}`);
+  };
+  /**
+   * A value's unit and fact: the fact its cell states with this number, else the unit of the
+   * nearest key on its path that names one (`ttft_ms.median` is in ms), else a bare number.
+   */
+  const valueOf = (keys: string[], n: number, index: number | undefined): Picked => {
+    const suffixed = [...keys].reverse().find((k) => valFromKey(k, 1).dim);
+    const val = suffixed ? valFromKey(suffixed, n) : { base: n };
+    const f = val.dim ? factOfValue(result.facts, val, index) : undefined;
+    if (f) return { val: valOfFact(factValue(f)!), fact: f, cellFacts: result.facts };
+    return { val, cellFacts: result.facts };
   };
   const star = segs.indexOf('*');
   if (star >= 0) {
@@ -169,13 +283,13 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
     if (!Array.isArray(cur)) throw new Error(`${where(star)} is not a list, so [*] cannot run over it`);
     const tail = segs.slice(star + 1);
     if (tail.includes('*')) throw new Error(`only one [*] per reference: "${text}"`);
-    let key = '';
-    const list = cur.filter(isObj).map((item) => {
+    const list = cur.filter(isObj).map((item, index) => {
       let v: unknown = item;
+      const keys: string[] = [];
       tail.forEach((s, j) => {
         const r = step(v, s as string | number, star + 1 + j, j === tail.length - 1);
         v = r.v;
-        if (r.key) key = r.key;
+        if (r.key) keys.push(r.key);
       });
       const xName = xKey ?? X_KEYS.find((k) => typeof item[k] === 'number');
       const x = xName ? item[xName] : undefined;
@@ -183,24 +297,25 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
         throw new Error(
           `${text}: every element needs a number here and an x (${xKey ?? X_KEYS.join(' / ')}); give "x:" on the row`,
         );
-      return { x, val: valFromKey(key, v), item };
+      return { x, ...valueOf(keys, v, index) };
     });
-    return { list, key, xName: xKey ?? X_KEYS.find((k) => list.length && typeof list[0].item[k] === 'number') };
+    const first = cur.find(isObj);
+    return { list, xName: xKey ?? X_KEYS.find((k) => first && typeof first[k] === 'number') };
   }
   let cur: unknown = result.values;
-  let key = name;
-  let parent: Record<string, unknown> | undefined;
+  const keys: string[] = [];
+  let index: number | undefined;
   segs.forEach((s, i) => {
-    if (isObj(cur)) parent = cur;
     const r = step(cur, s as string | number, i, i === segs.length - 1);
     cur = r.v;
-    if (r.key) key = r.key;
+    if (r.key) keys.push(r.key);
+    if (typeof s === 'number') index = s;
   });
   if (typeof cur !== 'number')
     throw new Error(
-      `${text} is ${Array.isArray(cur) ? 'a list: pick one element ([0]) or all of them ([*])' : isObj(cur) ? `an object; pick a key: ${Object.keys(cur).join(', ')}` : 'not a number'}`,
+      `${text} is ${Array.isArray(cur) ? 'a list: pick one element ([0]) or all of them ([*])' : isObj(cur) ? `an object; pick a key: ${Object.keys(cur).join(', ')}` : 'not a number'}${offered(keys[keys.length - 1] ?? '')}`,
     );
-  return { scalar: { val: valFromKey(key, cur), key, parent, cell: result, cellIndex } };
+  return { scalar: { ...valueOf(keys, cur, index), key: keys[keys.length - 1] ?? name, cell: result } };
 }
 
 function resolveSide(v: Row['predicted'], nb: NotebookContext, xKey?: string): Resolved {
@@ -211,7 +326,7 @@ function resolveSide(v: Row['predicted'], nb: NotebookContext, xKey?: string): R
       if (!Number.isFinite(x))
         throw new Error(`"${k}" is not a number: a curve is written {x: value}, e.g. {1: 88.4 tok/s, 64: 2,530 tok/s}`);
       if (!val) throw new Error(`"${s}" is not a quantity, e.g. 88.4 tok/s`);
-      return { x, val, item: {} };
+      return { x, val };
     });
     return { list };
   }
@@ -220,106 +335,58 @@ function resolveSide(v: Row['predicted'], nb: NotebookContext, xKey?: string): R
   return resolveRef(String(v), nb, xKey);
 }
 
-/** Record keys the checks know, and the dimension each holds. */
-const CHECK_KEYS: Record<string, DimName> = {
-  ttft: 'time',
-  ttft_p50: 'time',
-  ttft_p90: 'time',
-  ttft_p99: 'time',
-  tpot: 'time',
-  tpot_p50: 'time',
-  tpot_p99: 'time',
-  itl: 'time',
-  e2e: 'time',
-  step: 'time',
-  rtt: 'time',
-  per_user: 'token_rate',
-  throughput: 'token_rate',
-  output_throughput: 'token_rate',
-  total_throughput: 'token_rate',
-  request_throughput: 'request_rate',
-  kv_pool: 'tokens',
-  available_kv: 'bytes',
-  capacity: 'request_rate',
-};
+const samePoint = (a: Point | undefined, b: Point | undefined) => JSON.stringify(a ?? {}) === JSON.stringify(b ?? {});
 
-/** Which record key a row's measured number stands for: from its value name, else from the row's words. */
-function checkKeyFor(quantityText: string, valueKey: string | undefined, val: Val): string | undefined {
-  if (!val.dim) return undefined;
-  let k = valueKey ? stripSuffix(valueKey) : '';
-  const v = /^(mean|median|p(\d+))_(ttft|tpot|itl|e2el)$/.exec(k);
-  if (v) k = `${v[3] === 'e2el' ? 'e2e' : v[3]}${v[1] === 'mean' ? '' : v[1] === 'median' ? '_p50' : `_p${v[2]}`}`;
-  if (k === 'aggregate' || k === 'total_token_throughput') k = k === 'aggregate' ? 'throughput' : 'total_throughput';
-  if (k === 'throughput' && val.dim === 'request_rate') k = 'request_throughput';
-  if (CHECK_KEYS[k] === val.dim) return k;
-  const q = quantityText.toLowerCase();
-  const pctl = /p99/.test(q) ? '_p99' : /p50|median/.test(q) ? '_p50' : '';
-  const guesses: [RegExp, string][] = [
-    [/ttft|first token/, `ttft${pctl}`],
-    [/tpot|per output token/, `tpot${pctl === '_p99' ? '_p99' : pctl}`],
-    [/\bitl\b|inter.?token/, 'itl'],
-    [/e2e|end.to.end/, 'e2e'],
-    [/\bstep\b/, 'step'],
-    [/\brtt\b|round.?trip/, 'rtt'],
-    [/per.?user|batch.?1|single.?stream|one stream/, 'per_user'],
-    [/kv.?pool|kv cache size/, 'kv_pool'],
-    [/available.?kv|kv.?memory/, 'available_kv'],
-    [/capacity/, 'capacity'],
-    [/throughput|aggregate|tok\/s/, val.dim === 'request_rate' ? 'request_throughput' : 'throughput'],
-  ];
-  for (const [re, key] of guesses) if (re.test(q) && CHECK_KEYS[key] === val.dim) return key;
-  return undefined;
+/** The row's own point keys over a fact's point. */
+function pointOf(row: Row, base: Point | undefined, xName?: string, x?: number): Point | undefined {
+  const p: Point = { ...(base ?? {}) };
+  if ((xName === 'batch' || xName === 'concurrency') && x !== undefined) p[xName] = x;
+  if (row.batch !== undefined) p.batch = row.batch;
+  if (row.concurrency !== undefined) p.concurrency = row.concurrency;
+  return Object.keys(p).length ? p : undefined;
 }
 
-function toQuantity(v: Val): Quantity {
-  return { value: v.base, dims: DIMS[v.dim!], unit: v.unit ?? '' };
-}
-
-/** Context the checks need besides the number: prompt and output tokens, batch, concurrency. */
-function contextOf(
-  row: Row,
-  parent: Record<string, unknown> | undefined,
-  fallback: Record<string, unknown> | undefined,
-  xName?: string,
-  x?: number,
-): Record<string, unknown> {
-  const ctx: Record<string, unknown> = {};
-  const tok = (n: number | undefined) =>
-    n === undefined ? undefined : { value: n, dims: DIMS.tokens, unit: 'tokens' };
-  for (const src of [fallback, parent]) {
-    if (!isObj(src)) continue;
-    const prompt = pickNum(src, ['prompt_tokens', 'input_tokens', 'input', 'prompt']);
-    const output = pickNum(src, ['output_tokens', 'output']);
-    if (prompt !== undefined) ctx.prompt = tok(prompt);
-    if (output !== undefined) ctx.output = tok(output);
-    for (const k of ['batch', 'concurrency'] as const) if (typeof src[k] === 'number') ctx[k] = src[k];
-    if (typeof src.source === 'string') ctx.source = src.source;
-    if (src.load === 'open' || src.load === 'closed') ctx.load = src.load;
-  }
-  if (xName === 'batch' || xName === 'concurrency') ctx[xName] = x;
-  if (row.prompt) ctx.prompt = row.prompt;
-  if (row.output) ctx.output = row.output;
-  if (row.batch !== undefined) ctx.batch = row.batch;
-  if (row.concurrency !== undefined) ctx.concurrency = row.concurrency;
-  return ctx;
-}
-
-/** Physics findings on one measured number, re-pathed onto the row. */
+/**
+ * Physics findings on one measured fact, re-pathed onto the row. Its context (prompt and output
+ * tokens) is what its own cell states at the same point, else what the row or a record the cell
+ * refers to says.
+ */
 function checkMeasured(
-  key: string | undefined,
-  val: Val,
-  context: Record<string, unknown>,
+  measured: Fact | undefined,
+  own: readonly Fact[] | undefined,
+  lent: readonly Fact[] | undefined,
+  row: Row,
   at: CellPath,
-  nb: NotebookContext,
-  setup: Setup | undefined,
-  cellIndex: number,
-  label: string,
+  ctx: { nb: NotebookContext; setup: Setup | undefined; cellIndex: number; label: string; xName?: string; x?: number },
 ): Finding[] {
-  if (!key || !setup) return [];
-  const cell = { record: 'compare', ...context, [key]: toQuantity(val) };
-  return runChecks({ kind: 'record', cell, facts: recordFacts(cell), setup, notebook: nb, cellIndex })
-    .filter((f) => f.path[0] === key)
-    .map(({ quickFix: _q, ...f }) => ({ ...f, path: at, message: `${label}: ${f.message}` }));
+  if (!measured || !ctx.setup) return [];
+  const point = pointOf(row, measured.point, ctx.xName, ctx.x);
+  const facts: Fact[] = [{ ...measured, at: ['measured'], ...(point ? { point } : {}) }];
+  const tokens = (metric: 'prompt' | 'output'): Fact | undefined => {
+    const q = row[metric];
+    if (q) return { kind: 'tokens', metric, tokens: q.value };
+    const from = (fs: readonly Fact[] | undefined, pointed: boolean) =>
+      fs?.find((f) => f.kind === 'tokens' && f.metric === metric && (!pointed || samePoint(f.point, measured.point)));
+    return from(own, true) ?? from(own, false) ?? from(lent, false);
+  };
+  for (const t of [tokens('prompt'), tokens('output')]) if (t) facts.push({ ...t, at: ['context'] });
+  return runChecks({
+    kind: 'record',
+    cell: { record: 'compare' },
+    facts,
+    setup: ctx.setup,
+    notebook: ctx.nb,
+    cellIndex: ctx.cellIndex,
+  })
+    .filter((f) => f.path[0] === 'measured')
+    .map(({ quickFix: _q, ...f }) => ({ ...f, path: at, message: `${ctx.label}: ${f.message}` }));
+}
+
+/** What a literal measured number is: the row's `fact:`, or a `quantity:` that is a fact name. */
+function literalFact(row: Row, val: Val): Fact | undefined {
+  if (!val.dim) return undefined;
+  const v = { base: val.base, dim: val.dim, unit: val.unit };
+  return factOfName(row.fact ?? row.quantity, v);
 }
 
 function fmtVal(v: Val): string {
@@ -413,14 +480,15 @@ function evaluate(
 ): Evaluated {
   const tolAll = cell.tolerance?.value ?? DEFAULT_TOLERANCE;
   const out: Evaluated = { rows: [], findings: [], curves: [] };
-  // A record referenced anywhere in the cell lends its context (prompt, batch …) to literal rows.
-  const recordCtx = new Map<string, Record<string, unknown>>();
+  // A record referenced anywhere in the cell lends its context (prompt, output, its point) to rows
+  // whose measured number has none of its own.
+  const records = new Map<string, readonly Fact[]>();
   const lookup = (v: Row['predicted'], row: Row, side: 'predicted' | 'measured', i: number): Resolved | undefined => {
     const xk = Array.isArray(row.x) ? row.x[side === 'predicted' ? 0 : 1] : row.x;
     try {
       const r = resolveSide(v, nb, xk);
-      if (r.scalar?.cell?.kind === 'record' && r.scalar.parent)
-        recordCtx.set(r.scalar.cell.name ?? '', r.scalar.parent);
+      const c = r.scalar?.cell;
+      if (c?.kind === 'record') records.set(c.name ?? '', c.facts);
       return r;
     } catch (e) {
       if (strict)
@@ -431,7 +499,14 @@ function evaluate(
   const resolved = cell.rows.map(
     (row, i) => [lookup(row.predicted, row, 'predicted', i), lookup(row.measured, row, 'measured', i)] as const,
   );
-  const shared = recordCtx.size === 1 ? [...recordCtx.values()][0] : undefined;
+  const lent = records.size === 1 ? [...records.values()][0] : undefined;
+  const lentPoint = lent?.find((f) => f.point)?.point;
+  /** The fact a measured number stands for: its own, else what the row says it is. */
+  const measuredFact = (row: Row, pk: Picked, val: Val): Fact | undefined => {
+    if (pk.fact) return pk.fact;
+    const f = literalFact(row, val);
+    return f && !pk.cellFacts && lentPoint ? { ...f, point: lentPoint } : f;
+  };
   cell.rows.forEach((row, i) => {
     const [p, m] = resolved[i];
     if (!p || !m) return;
@@ -455,14 +530,17 @@ function evaluate(
       // Literal bare numbers take the other side's unit.
       const mvv = adopt(mv, pv);
       const pvv = adopt(pv, mv);
-      const key = checkKeyFor(row.quantity, m.scalar.key || undefined, mvv);
-      const ctx = contextOf(row, m.scalar.parent, shared);
-      const fs = checkMeasured(key, mvv, ctx, at, nb, setup, cellIndex, `${row.quantity} (measured)`);
+      const fact = measuredFact(row, m.scalar, mvv);
+      const fs = checkMeasured(fact, m.scalar.cellFacts, lent, row, at, {
+        nb,
+        setup,
+        cellIndex,
+        label: `${row.quantity} (measured)`,
+      });
       out.findings.push(...fs);
-      const fromCell =
-        m.scalar.cell?.findings.filter(
-          (f) => f.path[0] === stripSuffix(m.scalar!.key) || f.path[0] === m.scalar!.key,
-        ) ?? [];
+      // A record's own findings on the key the number came from.
+      const key = m.scalar.fact?.at?.length === 1 ? m.scalar.fact.at[0] : undefined;
+      const fromCell = key === undefined ? [] : (m.scalar.cell?.findings.filter((f) => f.path[0] === key) ?? []);
       out.rows.push({
         quantity: row.quantity,
         predicted: fmtVal(pvv),
@@ -490,17 +568,14 @@ function evaluate(
         const pp = p.list.find((q) => q.x === mp.x);
         if (!pp) continue;
         const mv = adopt(mp.val, pp.val);
-        const key = checkKeyFor(row.quantity, m.key, mv);
-        const fs = checkMeasured(
-          key,
-          mv,
-          contextOf(row, mp.item, shared, xName, mp.x),
-          at,
+        const fs = checkMeasured(measuredFact(row, mp, mv), mp.cellFacts, lent, row, at, {
           nb,
           setup,
           cellIndex,
-          `${row.quantity} at ${xName} ${mp.x} (measured)`,
-        );
+          label: `${row.quantity} at ${xName} ${mp.x} (measured)`,
+          xName,
+          x: mp.x,
+        });
         out.findings.push(...fs);
         out.rows.push({
           quantity: `${row.quantity} @ ${xName} ${mp.x}`,
@@ -522,7 +597,7 @@ function evaluate(
       }
       return;
     }
-    const msg = `rows[${i}]: one side is a single number and the other a curve; use [0] to pick one element, or [*] on both sides`;
+    const msg = `rows[${i}]: one side is a single number and the other a curve; pick one point ([0], or .fact(NAME @ concurrency=16)), or give a curve on both sides`;
     if (strict) throw new CellError(msg, ['rows', i], 'compare-shape');
     out.findings.push(finding('error', 'compare-shape', msg, ['rows', i]));
   });
@@ -617,7 +692,7 @@ async function plots(ev: Evaluated, tol: number): Promise<CellOutput[]> {
 export const compareKind: KindModule<Cell> = {
   key: 'compare',
   summary:
-    'compare: NAME — predicted against measured (literal quantities or CELL.path references): ratio, ✅/❌ within a tolerance, likely cause',
+    'compare: NAME — predicted against measured (literal quantities, CELL.fact(NAME) or CELL.path references): ratio, ✅/❌ within a tolerance, likely cause',
   schema,
   analyze(cell, ctx: AnalyzeContext) {
     return evaluate(cell, ctx.notebook, ctx.setup, ctx.cellIndex, false).findings;
