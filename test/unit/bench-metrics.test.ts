@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { test } from 'node:test';
+import { sloOf } from '../../src/core/facts/stat';
 import fc from 'fast-check';
 import {
   distribution,
@@ -64,7 +65,7 @@ test('TTFT, TPOT, ITL and E2E follow the vLLM definitions', () => {
   // Request 0: sent at 0, chunks at 50, 60, 70, 80 → TTFT 50, E2E 80, TPOT (80-50)/(4-1) = 10, ITLs 10,10,10
   // Request 1: sent at 100, chunks at 200, 220 → TTFT 100, E2E 120, TPOT 20/1 = 20, ITL 20
   const rs = [rec(0, 0, [50, 60, 70, 80], 4), rec(1, 100, [200, 220], 2)];
-  const m = summarizeRecords(rs, { percentiles: [99], slo: { ttftMs: 60, tpotMs: 50 } });
+  const m = summarizeRecords(rs, { percentiles: [99], slo: sloOf({ ttft_p99: 60, tpot_p99: 50 }) });
   assert.equal(m.completed, 2);
   assert.equal(m.ttft_ms.mean, 75);
   assert.equal(m.tpot_ms.mean, 15);

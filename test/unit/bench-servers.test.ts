@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { sloOf } from '../../src/core/facts/stat';
 import { runSweep } from '../../src/core/bench';
 import { createAgent, getText, sendRequest, type ClientConfig } from '../../src/core/bench/client';
 import { saveResultArrays } from '../../src/core/bench/saveResult';
@@ -210,7 +211,7 @@ test('a point with fewer requests than its concurrency is warned, and the table 
 
 test('an SLO on the p99 is judged on the p99 even when the percentiles asked for leave it out', async () => {
   await withServer({}, async (url) => {
-    const r = await runSweep(opts(url, { percentiles: [90], slo: { ttftMs: 10_000 } }), { worker: 'off' });
+    const r = await runSweep(opts(url, { percentiles: [90], slo: sloOf({ ttft_p99: 10_000 }) }), { worker: 'off' });
     const m = r.points[0].metrics;
     assert.ok(Number.isFinite(m.ttft_ms.p.p99));
     assert.equal(m.slo_met, true);

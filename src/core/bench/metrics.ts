@@ -22,6 +22,7 @@
  *
  * Pure functions, no I/O: the simulator and the audit may import this file.
  */
+import { pKey, statOf, statQuantile, type SloSpec } from '../facts/stat';
 import { LatencySample } from '../stats/sample';
 
 /** Why a request did not end cleanly. `missing-usage`, `bad-usage` and `no-done` are soft: the request counts. */
@@ -46,7 +47,6 @@ export type ErrorKind =
   | 'no-done'
   | 'client';
 
-/** One request, as the client saw it. Times are ms on a monotonic clock, relative to the point's start. */
 /** What a request ended with, whatever clock its times are on. */
 export interface RequestOutcome {
   promptTokens?: number;
@@ -65,6 +65,7 @@ export interface RequestOutcome {
   retryError?: string;
 }
 
+/** One request, as the client saw it. Times are ms on a monotonic clock, relative to the point's start. */
 export interface RequestRecord extends RequestOutcome {
   /** Index within the point (warm-up requests are not recorded). */
   id: number;
@@ -96,12 +97,7 @@ export interface Dist {
   approx?: { relative_error: number; method: string };
 }
 
-export interface SloSpec {
-  /** Per-request limits (ms) for goodput; the point also reports whether p99 meets them. */
-  ttftMs?: number;
-  tpotMs?: number;
-  e2eMs?: number;
-}
+export type { SloLimit, SloSpec } from '../facts/stat';
 
 export interface SummarizeOptions {
   /** 'sent' for a closed loop, 'scheduled' for an open loop. Default 'sent'. */
@@ -140,7 +136,7 @@ export interface PointMetrics {
   /** requests meeting every SLO / duration (undefined without an SLO) */
   goodput?: number;
   good_requests?: number;
-  /** p99 of TTFT/TPOT within the SLO (undefined without one) */
+  /** Every SLO's stat within its limit (undefined without one) */
   slo_met?: boolean;
   ttft_ms: Dist;
   /** Time to the first chunk with answer text, when some request had reasoning chunks before it. */
@@ -189,9 +185,7 @@ export function median(xs: number[]): number {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 }
 
-export function pKey(p: number): string {
-  return `p${String(p).replace('.', '_')}`;
-}
+export { pKey };
 
 /** mean, median, std, min, max and the requested percentiles of a sample. NaN everywhere when empty. */
 export function distribution(values: ArrayLike<number>, percentiles: number[] = [90, 99]): Dist {
@@ -318,13 +312,9 @@ export class MetricsAccumulator {
     } else if (r.ttft !== undefined) this.ttftContent.add(r.ttft);
     if (r.e2e !== undefined) this.e2e.add(r.e2e);
     if (r.tpot !== undefined) this.tpot.add(r.tpot);
-    const s = this.opts.slo;
-    if (s && r.ttft !== undefined) {
-      const okT = s.ttftMs === undefined || r.ttft <= s.ttftMs;
-      const okP = s.tpotMs === undefined || (r.tpot ?? 0) <= s.tpotMs;
-      const okE = s.e2eMs === undefined || (r.e2e ?? 0) <= s.e2eMs;
-      if (okT && okP && okE) this.good++;
-    }
+    const slo = this.opts.slo;
+    // A request without a TPOT (one output token) or an E2E cannot miss a limit on it.
+    if (slo?.length && r.ttft !== undefined && slo.every((l) => (r[l.metric] ?? 0) <= l.ms)) this.good++;
   }
 
   /** `count` gaps of `ms` between successive chunks of completed requests. */
@@ -335,11 +325,11 @@ export class MetricsAccumulator {
   /** The point's metrics; `over` adds or replaces options known only at the end (durationMs, observedInFlight). */
   result(over: SummarizeOptions = {}): PointMetrics {
     const opts = { ...this.opts, ...over };
-    // An SLO on the p99 needs the p99, whichever percentiles were asked for.
+    // An SLO on a percentile needs that percentile, whichever percentiles were asked for.
     const asked = opts.percentiles ?? [90, 99];
-    const s0 = opts.slo;
-    const sloSet = !!s0 && (s0.ttftMs !== undefined || s0.tpotMs !== undefined || s0.e2eMs !== undefined);
-    const pcts = sloSet && !asked.includes(99) ? [...asked, 99] : asked;
+    const slo = opts.slo ?? [];
+    const needed = slo.map((l) => statQuantile(l.stat)).filter((q): q is number => q !== undefined && q !== 50);
+    const pcts = [...asked, ...needed.filter((q, i) => !asked.includes(q) && needed.indexOf(q) === i)];
     const { completed, failed } = this;
     const durationMs = opts.durationMs ?? (completed + failed ? this.t1 - this.t0 : 0);
     const dur = durationMs / 1000;
@@ -374,15 +364,17 @@ export class MetricsAccumulator {
       retried: this.retried,
     };
     if (this.reasoned) m.ttft_content_ms = this.ttftContent.dist(pcts);
-    if (opts.slo && sloSet) {
+    if (slo.length) {
       m.good_requests = this.good;
       m.goodput = rate(this.good);
-      const p99 = (d: Dist) => percentileOf(d, 99);
+      const byMetric = { ttft: dists.ttft_ms, tpot: dists.tpot_ms, e2e: dists.e2e_ms };
+      // No TPOT at all (every request one token long) does not miss a TPOT limit.
       m.slo_met =
         completed > 0 &&
-        (opts.slo.ttftMs === undefined || p99(dists.ttft_ms) <= opts.slo.ttftMs) &&
-        (opts.slo.tpotMs === undefined || !(p99(dists.tpot_ms) > opts.slo.tpotMs)) &&
-        (opts.slo.e2eMs === undefined || p99(dists.e2e_ms) <= opts.slo.e2eMs);
+        slo.every((l) => {
+          const v = statOf(byMetric[l.metric], l.stat);
+          return v === undefined || Number.isNaN(v) ? l.metric === 'tpot' : v <= l.ms;
+        });
     }
     return m;
   }
@@ -393,10 +385,6 @@ export function summarizeRecords(records: RequestRecord[], opts: SummarizeOption
   const acc = new MetricsAccumulator(opts);
   for (const r of records) acc.addRecord(r);
   return acc.result();
-}
-
-function percentileOf(d: Dist, p: number): number {
-  return d.p[pKey(p)] ?? NaN;
 }
 
 /** The formula behind each metric, for the outputs (shown beside the numbers). */

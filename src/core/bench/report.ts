@@ -214,8 +214,10 @@ function jsonNum<T extends Record<string, unknown>>(o: T): T {
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : fmtNum(v, v >= 100 ? 0 : 1));
 
 export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: ReportSpec, title: string): CellOutput {
-  const p99 = pKey(spec.percentiles.includes(99) ? 99 : (spec.percentiles[spec.percentiles.length - 1] ?? 99));
-  const pl = p99.replace('p', 'p').replace('_', '.');
+  // The tail shown beside the median: the p99 when asked for, else the highest percentile asked for.
+  const tailQ = spec.percentiles.includes(99) ? 99 : (spec.percentiles[spec.percentiles.length - 1] ?? 99);
+  const p99 = pKey(tailQ);
+  const pl = `p${tailQ}`;
   const rows = r.points.map((p) => {
     const m = p.metrics;
     return {
@@ -433,14 +435,9 @@ export async function benchPlots(
       ),
     )
     .filter((d) => Number.isFinite(d.ms));
-  const slo = [
-    ...(spec.slo?.ttftMs !== undefined
-      ? [{ metric: 'TTFT', ms: spec.slo.ttftMs, label: `SLO p99 ${spec.slo.ttftMs} ms` }]
-      : []),
-    ...(spec.slo?.tpotMs !== undefined
-      ? [{ metric: 'TPOT', ms: spec.slo.tpotMs, label: `SLO p99 ${spec.slo.tpotMs} ms` }]
-      : []),
-  ];
+  const slo = (spec.slo ?? [])
+    .filter((l) => l.metric === 'ttft' || l.metric === 'tpot')
+    .map((l) => ({ metric: l.metric.toUpperCase(), ms: l.ms, label: `SLO ${l.stat} ${l.ms} ms` }));
   const panel = (metric: 'TTFT' | 'TPOT') => ({
     title: `${metric} percentiles`,
     width: 260,

@@ -3,7 +3,11 @@
  * 'max'), and parsed here, in one place: every table, SLO, check and comparison asks this module
  * what a stat means, so a new percentile needs no code anywhere else.
  */
-import { pKey } from '../bench/metrics';
+
+/** The key a distribution keeps a percentile under: p90, p99, p99_9. */
+export function pKey(p: number): string {
+  return `p${String(p).replace('.', '_')}`;
+}
 
 /** A parsed statistic: the mean, an extreme, or a percentile q in (0, 100). */
 export type Stat = { kind: 'mean' } | { kind: 'min' } | { kind: 'max' } | { kind: 'pct'; q: number };
@@ -81,4 +85,44 @@ export function statOf(
   if (s.kind === 'max') return d.max;
   if (s.q === 50) return d.median;
   return d.p[pKey(s.q)];
+}
+
+/** The per-request latencies an SLO may bound (vLLM's goodput: ttft, tpot, e2el). */
+export const SLO_METRICS = ['ttft', 'tpot', 'e2e'] as const;
+export type SloMetric = (typeof SLO_METRICS)[number];
+
+/**
+ * One service-level objective, `ttft_p95: 200 ms`: a request is good when its own TTFT is at most
+ * 200 ms (goodput counts the requests that meet every limit), and the point meets the SLO when
+ * the stat of its distribution (here the p95) is at most the limit. Any stat: the percentile it
+ * needs is computed whatever percentiles the cell asked for.
+ */
+export interface SloLimit {
+  metric: SloMetric;
+  /** Canonical stat (stat.ts): mean, p50, p95, p99.9 … */
+  stat: string;
+  ms: number;
+}
+export type SloSpec = SloLimit[];
+
+/** An SLO key (ttft_p95, tpot_p99.9, e2e_median, ttft for the mean); undefined when it is none. */
+export function parseSloKey(key: string): { metric: SloMetric; stat: string } | undefined {
+  const k = parseMetricKey(key);
+  return k && (SLO_METRICS as readonly string[]).includes(k.metric)
+    ? { metric: k.metric as SloMetric, stat: k.stat }
+    : undefined;
+}
+
+/** An SLO from its keys and limits in ms: {ttft_p95: 200} → [{metric: 'ttft', stat: 'p95', ms: 200}]. */
+export function sloOf(limits: Record<string, number | undefined>): SloSpec {
+  const out: SloSpec = [];
+  for (const [key, ms] of Object.entries(limits)) {
+    const k = parseSloKey(key);
+    if (!k)
+      throw new Error(
+        `"${key}" is not an SLO key: write METRIC_STAT, e.g. ttft_p95 (metrics: ${SLO_METRICS.join(', ')})`,
+      );
+    if (ms !== undefined) out.push({ ...k, ms });
+  }
+  return out;
 }

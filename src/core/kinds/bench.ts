@@ -11,6 +11,7 @@ import type { ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
+import { parseSloKey, SLO_METRICS, sloOf } from '../facts/stat';
 import type { CellWorkload } from '../workload/cell';
 import { expectedPrefixHitRate } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
@@ -43,13 +44,27 @@ const rateValue = quantity('request_rate', { bare: 'req/s', positive: true }).re
   },
 );
 
+/**
+ * SLOs: METRIC_STAT keys for any stat (ttft_p95, tpot_p99.9, e2e_median, ttft for the mean), each a
+ * time. The three below are listed for completion; any other key of that form is taken the same way.
+ */
+const sloLimit = quantity('time', { positive: true });
 const slo = z
   .object({
-    ttft_p99: quantity('time', { positive: true }).optional(),
-    tpot_p99: quantity('time', { positive: true }).optional(),
-    e2e_p99: quantity('time', { positive: true }).optional(),
+    ttft_p99: sloLimit.optional(),
+    tpot_p99: sloLimit.optional(),
+    e2e_p99: sloLimit.optional(),
   })
-  .strict();
+  .catchall(sloLimit)
+  .superRefine((o, ctx) => {
+    for (const k of Object.keys(o))
+      if (!parseSloKey(k))
+        ctx.addIssue({
+          code: 'custom',
+          path: [k],
+          message: `"${k}" is not an SLO: write METRIC_STAT with METRIC one of ${SLO_METRICS.join(', ')} and STAT mean, p50, p95, p99.9 …, e.g. ttft_p95: 200 ms`,
+        });
+  });
 
 const onFailure = z.union([z.literal('continue'), z.object({ stop_above: share() }).strict()]);
 
@@ -234,13 +249,7 @@ function reportSpec(
     requests,
     durationS: cell.duration?.value,
     seed,
-    slo: cell.slo
-      ? {
-          ttftMs: ms(cell.slo.ttft_p99?.value),
-          tpotMs: ms(cell.slo.tpot_p99?.value),
-          e2eMs: ms(cell.slo.e2e_p99?.value),
-        }
-      : undefined,
+    slo: cell.slo ? sloOf(Object.fromEntries(Object.entries(cell.slo).map(([k, q]) => [k, ms(q?.value)]))) : undefined,
     percentiles: cell.percentiles,
     stopAbove: stopAbove(cell),
     burstiness: cell.burstiness,
