@@ -1,4 +1,4 @@
-// Three bundles (plus the bench worker): the extension host (CommonJS, vscode external: a small
+// Three bundles (plus the bench worker and the simulator's clock thread): the extension host (CommonJS, vscode external: a small
 // activation shim, extension.js, and the rest beside it, extension-host.js, loaded after
 // activation), the notebook renderer (ESM for the browser) and the CLI (Node). `--watch` rebuilds on change.
 //
@@ -105,6 +105,8 @@ const builds = [
   { ...lazy, entryPoints: { 'extension-host': 'src/vscode/extension.ts' }, external: ['vscode'] },
   { ...lazy, entryPoints: { cli: 'src/cli/main.ts' }, banner: { js: '#!/usr/bin/env node\n' + node.banner.js } },
   { ...lazy, entryPoints: { 'bench-worker': 'src/core/bench/worker.ts' } },
+  // The simulator's clock thread (src/core/sim/clock.ts), beside the bundles that start the sim.
+  { ...node, entryPoints: { 'sim-worker': 'src/core/sim/clockWorker.ts' } },
   vendor('undici'),
   vendor('vega'),
   {

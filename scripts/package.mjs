@@ -57,6 +57,7 @@ const REQUIRED = [
   'extension/dist/extension-host.js',
   'extension/dist/renderer.js',
   'extension/dist/bench-worker.js',
+  'extension/dist/sim-worker.js',
   // loaded on first use by the bundles above (scripts/build.mjs)
   'extension/dist/undici.js',
   'extension/dist/vega.js',

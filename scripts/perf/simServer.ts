@@ -5,32 +5,65 @@
  * handed to its socket (write end − due), and how many steps were so late (more than two steps, over 2 ms)
  * that the engine restarted its clock from the wall clock (host stalls).
  *
- * IPC: parent → { type: 'take' } → { type: 'steps', startLate, endLate, tokens, stalls, cpu }; { type: 'close' }.
- * child → { type: 'listening', url }.
+ * The clock thread's own lateness (when it handed the step over − due) is kept too. argv[2]: where the
+ * real-time loop runs, 'worker' (default) or 'here' (the HTTP thread, as before the clock had a thread).
+ *
+ * IPC: parent → { type: 'take' } → { type: 'steps', startLate, endLate, clockLate, tokens, stalls, cpu, mainCpuS }; { type: 'close' }.
+ * child → { type: 'listening', url, clock }.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import { startSimServer } from '../../src/core/sim/server';
+
+// PERF_NICE (see perf.ts): before the clock thread starts, which inherits it.
+if (process.env.PERF_NICE) os.setPriority(Number(process.env.PERF_NICE));
 
 let startLate: number[] = [];
 let endLate: number[] = [];
+let clockLate: number[] = [];
 let tokens = 0;
 let stalls = 0;
 const srv = await startSimServer({
   speed: 1,
+  clock: process.argv[2] === 'here' ? 'here' : 'worker',
   engine: { maxNumSeqs: 4096, maxNumBatchedTokens: 1 << 20 },
   onStepWritten: (s) => {
     startLate.push(s.startMs - s.dueMs);
     endLate.push(s.endMs - s.dueMs);
+    clockLate.push(s.clockMs - s.dueMs);
     tokens += s.tokens;
     if (s.stalled) stalls++;
   },
 });
 
-process.send?.({ type: 'listening', url: srv.url });
+/** CPU seconds of this process's main thread (the HTTP thread) alone: Linux's per-task record, else null. */
+function mainThreadCpuS(): number | null {
+  try {
+    const f = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+    // Fields 14 and 15 (utime, stime) in clock ticks; the rest starts at field 3.
+    return (Number(rest[11]) + Number(rest[12])) / 100;
+  } catch {
+    return null;
+  }
+}
+
+process.send?.({ type: 'listening', url: srv.url, clock: srv.clock });
 process.on('message', (m: { type?: string }) => {
   if (m?.type === 'take') {
-    process.send?.({ type: 'steps', startLate, endLate, tokens, stalls, cpu: process.cpuUsage() });
+    process.send?.({
+      type: 'steps',
+      startLate,
+      endLate,
+      clockLate,
+      tokens,
+      stalls,
+      cpu: process.cpuUsage(),
+      mainCpuS: mainThreadCpuS(),
+    });
     startLate = [];
     endLate = [];
+    clockLate = [];
     tokens = 0;
     stalls = 0;
   } else if (m?.type === 'close') {

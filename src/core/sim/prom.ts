@@ -2,7 +2,7 @@
  * `/metrics` of the simulated endpoint: Prometheus text exposition with vLLM V1's metric names and
  * labels (model_name, engine), as prometheus_client writes them (counters end in `_total`).
  */
-import type { Engine } from './engine';
+import type { EngineCounters } from './engine';
 
 /** vLLM's buckets. */
 export const TTFT_BUCKETS = [
@@ -71,7 +71,15 @@ function num(v: number): string {
   return String(v);
 }
 
-export function renderMetrics(engine: Engine, m: SimMetrics, modelName: string): string {
+/** What /metrics reads of the engine (the engine itself, or the HTTP side's view of it). */
+export interface EngineGauges {
+  readonly counters: EngineCounters;
+  readonly numRunning: number;
+  readonly waiting: number;
+  readonly kvUsage: number;
+}
+
+export function renderMetrics(engine: EngineGauges, m: SimMetrics, modelName: string): string {
   const labels = `engine="0",model_name="${modelName.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
   const c = engine.counters;
   const out: string[] = [];

@@ -13,10 +13,26 @@ import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { findGpu, findModel } from '../catalog';
 import type { Setup } from '../engine/types';
-import { createEngine, type Engine, type EngineOptions, type SimRequest, type StepResult } from './engine';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import * as fs from 'node:fs';
+import {
+  emptyView,
+  ENDS_JSON,
+  ENDS_STREAM,
+  wallMs,
+  inThreadClock,
+  unpackState,
+  type ClockInit,
+  type EngineView,
+  type FromClock,
+  type StepBatch,
+  type ToClock,
+} from './clock';
+import type { EngineConfig, EngineOptions } from './engine';
 import { fileLogSink, VllmLog } from './log';
 import { renderMetrics, SimMetrics } from './prom';
-import { chatPrompt, detokenize, idToChar, tokenize } from './tokenizer';
+import { chatPrompt, detokenize, tokenize } from './tokenizer';
 
 export interface SimServerOptions {
   /** GPU, model, dtypes and server knobs (setup.server); default Qwen3-8B bf16 on an A100 SXM4 80GB. */
@@ -41,7 +57,23 @@ export interface SimServerOptions {
    * time (performance.now(), ms) the step was due to end, when its writes started and ended, and
    * whether it was so late that the engine's clock restarts from the wall clock (a host stall).
    */
-  onStepWritten?: (step: { dueMs: number; startMs: number; endMs: number; tokens: number; stalled: boolean }) => void;
+  onStepWritten?: (step: {
+    dueMs: number;
+    startMs: number;
+    endMs: number;
+    tokens: number;
+    stalled: boolean;
+    /** When the clock handed the step over (its own lateness is clockMs − dueMs). */
+    clockMs: number;
+  }) => void;
+  /**
+   * Where the real-time loop runs: 'here' (default: this thread, which also writes the sockets) or
+   * 'worker' (a thread of its own, so the HTTP side's request handling and garbage collections
+   * cannot stall the schedule; this thread when a worker cannot start). Measured by `npm run perf`
+   * (section 2): the sockets' writes stay on this thread and are most of its time, so the worker
+   * takes only the engine and the text off it; which tail is lower depends on the machine.
+   */
+  clock?: 'worker' | 'here';
 }
 
 export interface SimServer {
@@ -49,7 +81,10 @@ export interface SimServer {
   port: number;
   host: string;
   model: string;
-  engine: Engine;
+  /** The engine's counters and gauges, as of the last step the HTTP side was sent. */
+  engine: EngineView;
+  /** Where the real-time loop runs ('worker' or 'here'). */
+  clock: 'worker' | 'here';
   /** Prometheus text, as GET /metrics returns it. */
   metricsText(): string;
   close(): Promise<void>;
@@ -185,46 +220,165 @@ function readBody(req: http.IncomingMessage): Promise<string> {
   });
 }
 
-/**
- * A response in flight. The engine loop computes a step ahead of its due time: `prepare` builds
- * what the step's token means for this response (SSE text, or the final JSON) while the loop waits,
- * `flush` hands it to the socket at the step's time: one write (or end) per response per step.
- */
-interface Stream {
-  prepare(token: number, finished: boolean, req: SimRequest): void;
-  flush(): void;
+/** A response on the HTTP side: written by the step batches of the clock. */
+interface Live {
+  req: http.IncomingMessage;
+  res: http.ServerResponse;
+  /** Ended by us, or the client went away. */
+  closed: boolean;
 }
 
-/** JSON text of a one-character piece, cached by token id. */
-const pieceJson: string[] = [];
-function pieceJsonOf(token: number): string {
-  let j = token < 65536 ? pieceJson[token] : undefined;
-  if (j === undefined) {
-    j = JSON.stringify(idToChar(token));
-    if (token < 65536) pieceJson[token] = j;
+/** The clock thread's script: the bundle beside this one (dist/sim-worker.js), or the source. */
+function clockScript(): string | undefined {
+  for (const rel of ['./sim-worker.js', './clockWorker.ts']) {
+    try {
+      const p = fileURLToPath(new URL(rel, import.meta.url));
+      if (fs.existsSync(p)) return p;
+    } catch {
+      // not a file URL: no worker
+    }
   }
-  return j;
+  return undefined;
 }
 
-/** Split JSON.stringify(make(sentinel)) around the sentinel's JSON, so a chunk is prefix + JSON(piece) + suffix, byte for byte. */
-function chunkTemplate(make: (piece: string) => unknown): [string, string] {
-  const sentinel = '\u0000piece\u0000';
-  const text = JSON.stringify(make(sentinel));
-  const at = text.indexOf(JSON.stringify(sentinel));
-  return [`data: ${text.slice(0, at)}`, `${text.slice(at + JSON.stringify(sentinel).length)}\n\n`];
+interface ClockLink {
+  cfg: EngineConfig;
+  kind: 'worker' | 'here';
+  send(m: ToClock, transfer?: ArrayBuffer[]): void;
+  /** A step's writes are done (the clock thread waits for them before it hands over the next). */
+  written(): void;
+  close(): Promise<void>;
+}
+
+/** The clock in a worker thread; rejects when the thread cannot start. */
+function workerClock(script: string, init: ClockInit, onMessage: (m: FromClock) => void): Promise<ClockLink> {
+  return new Promise((resolve, reject) => {
+    // [0]: close; [1]: steps this side has written (clockWorker.ts).
+    const ctl = new Int32Array(new SharedArrayBuffer(8));
+    let w: Worker;
+    try {
+      if (script.endsWith('.ts')) {
+        // From source (tests, the perf script): a worker does not inherit the TypeScript loader's
+        // hooks on Node 20, so it registers tsx itself before importing the script.
+        const api = (import.meta as unknown as { resolve?: (s: string) => string }).resolve?.('tsx/esm/api');
+        if (!api) throw new Error('no TypeScript loader for the clock thread');
+        const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(script).href)}); })`;
+        w = new Worker(code, { eval: true, workerData: { init, ctl }, execArgv: [] });
+      } else w = new Worker(script, { workerData: { init, ctl } });
+    } catch (e) {
+      reject(e as Error);
+      return;
+    }
+    let ready = false;
+    w.on('message', (m: FromClock) => {
+      if (!ready && m.type === 'ready') {
+        ready = true;
+        // The HTTP server keeps the process alive; the clock thread alone does not.
+        w.unref();
+        resolve({
+          cfg: m.cfg,
+          kind: 'worker',
+          send: (x, transfer) => w.postMessage(x, transfer ?? []),
+          written: () => {
+            Atomics.add(ctl, 1, 1);
+            Atomics.notify(ctl, 1);
+          },
+          close: async () => {
+            Atomics.store(ctl, 0, 1);
+            Atomics.notify(ctl, 0);
+            Atomics.notify(ctl, 1);
+            await w.terminate();
+          },
+        });
+      }
+      onMessage(m);
+    });
+    w.once('error', (e) => {
+      if (!ready) reject(e);
+    });
+    w.once('exit', (code) => {
+      if (!ready) reject(new Error(`the clock thread exited (${code}) before it started`));
+    });
+  });
 }
 
 export async function startSimServer(opts: SimServerOptions = {}): Promise<SimServer> {
   const setup = opts.setup ?? defaultSimSetup();
   const speed = opts.speed && opts.speed > 0 ? opts.speed : 1;
   const host = opts.host ?? '127.0.0.1';
-  const engine = createEngine({ ...(opts.engine ?? {}), setup });
-  const cfg = engine.cfg;
-  const modelName = opts.servedModelName ?? setup.model.id;
-  const acceptedNames = new Set([modelName, setup.model.id, setup.model.name]);
-  const poolTokens = cfg.numGpuBlocks * cfg.blockSize;
   const metrics = new SimMetrics();
   const created = Math.floor(Date.now() / 1000);
+  const t0 = wallMs();
+  const perfOffset = performance.timeOrigin;
+
+  // ---- the clock: the engine against the wall clock (clock.ts), in a thread of its own ----
+  const live = new Map<number, Live>();
+  let view: ReturnType<typeof emptyView> | undefined;
+  const onStep = (b: StepBatch) => {
+    unpackState(b.state, view!, metrics);
+    const start = performance.now();
+    const buf = Buffer.from(b.bytes.buffer, b.bytes.byteOffset, b.bytes.byteLength);
+    const { rids, ends, offs } = b;
+    for (let k = 0; k < b.n; k++) {
+      const l = live.get(rids[k]);
+      if (!l || l.closed) continue;
+      const chunk = buf.subarray(offs[k], offs[k + 1]);
+      const end = ends[k];
+      if (end === 0) {
+        if (chunk.length) l.res.write(chunk);
+        continue;
+      }
+      l.closed = true;
+      live.delete(rids[k]);
+      if (end === ENDS_STREAM) l.res.end(chunk);
+      else if (end === ENDS_JSON) {
+        l.res.writeHead(200, { 'content-type': 'application/json', 'content-length': chunk.length });
+        l.res.end(chunk);
+        accessLog(l.req, 200);
+      }
+    }
+    const endMs = performance.now();
+    clock!.written();
+    const due = b.due - perfOffset;
+    metrics.lateness.observe(endMs - due);
+    if (opts.onStepWritten)
+      opts.onStepWritten({
+        dueMs: due,
+        startMs: start,
+        endMs,
+        tokens: b.tokens,
+        stalled: endMs - due > Math.max(2, (2000 * b.duration) / speed),
+        clockMs: b.sent - perfOffset,
+      });
+  };
+  const onClock = (m: FromClock) => {
+    // The ready message is the first, in either kind of clock.
+    if (m.type === 'ready') view = emptyView(m.cfg);
+    if (m.type === 'step') onStep(m);
+    else unpackState(m.state, view!, metrics);
+  };
+  const init: ClockInit = { setup, engine: opts.engine, speed, modelName: '', t0 };
+  init.modelName = opts.servedModelName ?? setup.model.id;
+  let clock: ClockLink | undefined;
+  const script = opts.clock === 'worker' ? clockScript() : undefined;
+  if (script) clock = await workerClock(script, init, onClock).catch(() => undefined);
+  if (!clock) {
+    const h = inThreadClock(init, onClock);
+    clock = {
+      cfg: h.cfg,
+      kind: 'here',
+      send: (m) => h.onMessage(m),
+      written: () => undefined,
+      close: async () => h.close(),
+    };
+  }
+  const engine = view!;
+  const cfg = clock.cfg;
+  const modelName = init.modelName;
+  const acceptedNames = new Set([modelName, setup.model.id, setup.model.name]);
+  const poolTokens = cfg.numGpuBlocks * cfg.blockSize;
+  let closing = false;
+  let nextRid = 1;
 
   // ---- log sink ----
   let logFile: ReturnType<typeof fileLogSink> | undefined;
@@ -238,93 +392,6 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     write = logFile.write;
   }
   const log = write ? new VllmLog({ write }) : undefined;
-
-  // ---- the engine loop against the wall clock ----
-  // Steps run back to back on an absolute schedule: step k's tokens leave at t0 + end_k / speed.
-  // Host work (writes, request handling) does not stretch the simulated steps: a step that leaves a
-  // little late is followed by steps that catch up, so the schedule does not drift. The engine's
-  // clock jumps to the wall clock when it was idle (a request arrives at an idle engine), and after
-  // a host stall (a step more than two steps' wall time late, and over 2 ms: the process was not
-  // scheduled, a GC pause), as a real engine's GPU waits for a stalled host instead of bursting the
-  // backlog afterwards (at a high speed factor a few ms late would otherwise be a burst of steps).
-  const t0 = performance.now();
-  const vnow = () => ((performance.now() - t0) / 1000) * speed;
-  let looping = false;
-  let closing = false;
-  let timer: NodeJS.Timeout | undefined;
-  let wake: (() => void) | undefined;
-  const immediate = () => new Promise<void>((resolve) => setImmediate(resolve));
-  /** Wait until performance.now() ≥ due: a timer to about a millisecond before, then polling turns of the event loop (I/O still served). */
-  const sleepUntil = async (due: number) => {
-    const left = due - performance.now();
-    if (left > 2)
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(resolve, left - 1.5);
-      });
-    for (let i = 0; i < 1e6 && !closing && performance.now() < due; i++) await immediate();
-  };
-  const pending: Stream[] = [];
-  /** Build every response's text for a step, before it is due. */
-  const prepare = (res: StepResult) => {
-    pending.length = 0;
-    for (const ev of res.tokens) {
-      const s = ev.req.tag as Stream | undefined;
-      if (!s) continue;
-      s.prepare(ev.token, ev.finished, ev.req);
-      pending.push(s);
-    }
-    for (const r of res.dropped) {
-      const s = r.tag as Stream | undefined;
-      if (!s) continue;
-      s.prepare(-1, true, r);
-      pending.push(s);
-    }
-  };
-  /** At the step's time: metrics, then one write (or end) per response. */
-  const dispatch = (res: StepResult) => {
-    for (const ev of res.tokens) {
-      const r = ev.req;
-      if (r.output.length === 1) metrics.ttft.observe(r.firstTokenTime - r.arrival);
-      else metrics.itl.observe(r.lastTokenTime - r.prevTokenTime);
-      if (ev.finished) {
-        metrics.e2e.observe(r.finishTime - r.arrival);
-        metrics.finished[r.finishReason ?? 'stop'] = (metrics.finished[r.finishReason ?? 'stop'] ?? 0) + 1;
-      }
-    }
-    for (let i = 0; i < pending.length; i++) pending[i].flush();
-    pending.length = 0;
-  };
-  const loop = async () => {
-    looping = true;
-    try {
-      let idle = true;
-      let stalled = false;
-      while (!closing && engine.hasWork()) {
-        if (idle || stalled) engine.advanceTo(vnow());
-        const res = engine.step();
-        if (!res) break;
-        idle = false;
-        prepare(res);
-        const due = t0 + (res.end / speed) * 1000;
-        await sleepUntil(due);
-        if (closing) break;
-        const start = performance.now();
-        dispatch(res);
-        const end = performance.now();
-        metrics.lateness.observe(end - due);
-        stalled = end - due > Math.max(2, (2000 * res.duration) / speed);
-        if (opts.onStepWritten)
-          opts.onStepWritten({ dueMs: due, startMs: start, endMs: end, tokens: res.tokens.length, stalled });
-      }
-    } finally {
-      looping = false;
-      wake = undefined;
-    }
-  };
-  const kick = () => {
-    if (!looping && !closing) void loop();
-  };
 
   // ---- periodic stats line (wall clock, like vLLM) ----
   let statsTimer: NodeJS.Timeout | undefined;
@@ -478,53 +545,9 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     ids: number[],
     maxTokens: number,
   ) {
+    const arrival = wallMs();
     const id = `${kind === 'chat' ? 'chatcmpl' : 'cmpl'}-${randomBytes(16).toString('hex')}`;
-    const createdAt = Math.floor(Date.now() / 1000);
-    const object = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
     const stream = !!body.stream;
-    const includeUsage = !!body.stream_options?.include_usage;
-    const continuous = !!body.stream_options?.continuous_usage_stats;
-    let text = '';
-    /** The response is over: ended by us, or the client went away. */
-    let closed = false;
-    /** The last token (or the drop) is prepared: the next flush ends the response. */
-    let ended = false;
-    /** Text prepared for the next flush. */
-    let out = '';
-    let finalBody: unknown;
-    const usage = (r: SimRequest) => ({
-      prompt_tokens: r.numPrompt,
-      total_tokens: r.numPrompt + r.output.length,
-      completion_tokens: r.output.length,
-      prompt_tokens_details: { cached_tokens: r.cachedTokens },
-    });
-    const sse = (obj: unknown) => {
-      out += `data: ${JSON.stringify(obj)}\n\n`;
-    };
-    // An ordinary content chunk (not the last, no per-chunk usage) is a template around the piece:
-    // the same bytes JSON.stringify gives for the object below, without building it per token.
-    const tpl =
-      stream && !(includeUsage && continuous)
-        ? chunkTemplate((piece) =>
-            kind === 'chat'
-              ? {
-                  id,
-                  object,
-                  created: createdAt,
-                  model: modelName,
-                  choices: [{ index: 0, delta: { content: piece }, logprobs: null, finish_reason: null }],
-                  usage: null,
-                }
-              : {
-                  id,
-                  object,
-                  created: createdAt,
-                  model: modelName,
-                  choices: [{ index: 0, text: piece, logprobs: null, finish_reason: null, stop_reason: null }],
-                  usage: null,
-                },
-          )
-        : undefined;
     if (stream) {
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
@@ -534,126 +557,34 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
       res.flushHeaders();
       accessLog(req, 200);
     }
-    const finishReason = (r: SimRequest) => (r.finishReason === 'abort' ? 'abort' : (r.finishReason ?? null));
-    const s: Stream = {
-      prepare(token, finished, r) {
-        if (closed || ended) return;
-        if (stream) {
-          if (token >= 0) {
-            if (kind === 'chat' && r.output.length === 1) {
-              sse({
-                id,
-                object,
-                created: createdAt,
-                model: modelName,
-                choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
-                usage: includeUsage && continuous ? usage(r) : null,
-              });
-            }
-            if (!finished && tpl) out += tpl[0] + pieceJsonOf(token) + tpl[1];
-            else {
-              const piece = idToChar(token);
-              const fr = finished ? finishReason(r) : null;
-              const u = includeUsage && continuous ? usage(r) : null;
-              if (kind === 'chat')
-                sse({
-                  id,
-                  object,
-                  created: createdAt,
-                  model: modelName,
-                  choices: [
-                    {
-                      index: 0,
-                      delta: { content: piece },
-                      logprobs: null,
-                      finish_reason: fr,
-                      ...(finished ? { stop_reason: null } : {}),
-                    },
-                  ],
-                  usage: u,
-                });
-              else
-                sse({
-                  id,
-                  object,
-                  created: createdAt,
-                  model: modelName,
-                  choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }],
-                  usage: u,
-                });
-            }
-          }
-          if (finished) {
-            if (includeUsage) sse({ id, object, created: createdAt, model: modelName, choices: [], usage: usage(r) });
-            out += 'data: [DONE]\n\n';
-          }
-        } else {
-          if (token >= 0) text += idToChar(token);
-          if (finished) {
-            const choice =
-              kind === 'chat'
-                ? {
-                    index: 0,
-                    message: {
-                      role: 'assistant',
-                      content: text,
-                      refusal: null,
-                      tool_calls: [],
-                      reasoning_content: null,
-                    },
-                    logprobs: null,
-                    finish_reason: finishReason(r),
-                    stop_reason: null,
-                  }
-                : {
-                    index: 0,
-                    text,
-                    logprobs: null,
-                    finish_reason: finishReason(r),
-                    stop_reason: null,
-                    prompt_logprobs: null,
-                  };
-            finalBody = {
-              id,
-              object: kind === 'chat' ? 'chat.completion' : 'text_completion',
-              created: createdAt,
-              model: modelName,
-              choices: [choice],
-              usage: usage(r),
-              prompt_logprobs: null,
-            };
-          }
-        }
-        if (finished) ended = true;
+    const rid = nextRid++;
+    const l: Live = { req, res, closed: false };
+    live.set(rid, l);
+    const prompt = Uint32Array.from(ids);
+    clock!.send(
+      {
+        type: 'add',
+        rid,
+        id,
+        kind,
+        stream,
+        includeUsage: !!body.stream_options?.include_usage,
+        continuous: !!body.stream_options?.continuous_usage_stats,
+        createdAt: Math.floor(Date.now() / 1000),
+        prompt,
+        maxTokens,
+        minTokens: body.min_tokens ?? 0,
+        ignoreEos: !!body.ignore_eos,
+        arrival,
       },
-      flush() {
-        if (closed) {
-          out = '';
-          return;
-        }
-        if (ended) {
-          closed = true;
-          if (stream) res.end(out);
-          else sendJson(req, res, 200, finalBody);
-        } else if (out) res.write(out);
-        out = '';
-      },
-    };
-    const sim = engine.add({
-      id,
-      prompt: ids,
-      maxTokens,
-      minTokens: body.min_tokens ?? 0,
-      ignoreEos: !!body.ignore_eos,
-      arrival: vnow(),
-    });
-    sim.tag = s;
+      [prompt.buffer],
+    );
     res.on('close', () => {
-      if (closed) return;
-      closed = true;
-      if (engine.abort(id)) metrics.finished.abort++;
+      if (l.closed) return;
+      l.closed = true;
+      live.delete(rid);
+      if (!closing) clock!.send({ type: 'abort', rid });
     });
-    kick();
   }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
@@ -775,17 +706,18 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
     host,
     model: modelName,
     engine,
+    clock: clock.kind,
     metricsText: () => renderMetrics(engine, metrics, modelName),
     async close() {
       if (closing) return;
       closing = true;
-      if (timer) clearTimeout(timer);
-      wake?.();
+      const stopped = clock!.close();
       if (statsTimer) clearInterval(statsTimer);
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         for (const s of sockets) s.destroy();
       });
+      await stopped;
       logFile?.close();
     },
   };
