@@ -10,7 +10,8 @@
  *
  * Environment: PERF_ONLY=client,sim,serving,audit,editor (default all); PERF_CLIENT_STREAMS (default
  * 1,100,500,1000,2000); PERF_AUDIT_MB (default 1024);
- * PERF_NOTEBOOK_MB (default 50); PERF_SIM_STREAMS (default 64,256,512,1024); PERF_NICE (e.g. -15, needs
+ * PERF_NOTEBOOK_MB (default 50); PERF_SIM_STREAMS (default 64,256,512,1024); PERF_SIM_PROF_DIR (CPU profiles of
+ * the simulated endpoint, main thread, there); PERF_NICE (e.g. -15, needs
  * the right to raise priority): run this process and the simulated endpoint's at that nice value, so a
  * busy machine's other jobs stay out of the timing figures (each figure records the load either way).
  * Run `npm run build` first (npm run perf does).

@@ -80,7 +80,11 @@ export async function simRealTime(
   output = 256,
 ) {
   const child = fork(path.join(root, 'scripts/perf/simServer.ts'), [clock], {
-    execArgv: ['--import', 'tsx', ...(process.env.XPROF ? ['--cpu-prof', '--cpu-prof-dir=/tmp/xprof'] : [])],
+    execArgv: [
+      '--import',
+      'tsx',
+      ...(process.env.PERF_SIM_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.PERF_SIM_PROF_DIR}`] : []),
+    ],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const started = await new Promise<{ url: string; clock: string }>((resolve, reject) => {
