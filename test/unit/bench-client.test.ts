@@ -269,3 +269,45 @@ test('a request that waits for a connection is timed from when it was written, n
     await s.close();
   }
 });
+
+test("Little's law closes when requests wait for a connection: in flight counts from the write, as E2E does", async () => {
+  const { runPoint } = await import('../../src/core/bench/loadgen');
+  const { promptSource } = await import('../../src/core/bench/prompts');
+  const { summarizeRecords } = await import('../../src/core/bench/metrics');
+  const { LITTLE_TOLERANCE } = await import('../../src/core/checks/method');
+  const s = await startScriptedServer({ ttftMs: 20, itlMs: 2 });
+  // Concurrency 8 through 2 connections: 6 of the 8 issued requests always wait for a connection,
+  // a wait that is the client's, outside every E2E. Counted from the issue, L would be ≈ 8 against
+  // λ·W ≈ 2 (Little's law 75% off); counted from the write, both are ≈ 2.
+  const agent = createAgent(2);
+  try {
+    const cfg: ClientConfig = {
+      baseUrl: s.url,
+      api: 'completions',
+      model: 'scripted',
+      idleTimeoutMs: 10_000,
+      requestTimeoutMs: 0,
+      doneGraceMs: 1000,
+      topP: 1,
+      topK: -1,
+      temperature: 0,
+    };
+    const run = await runPoint(
+      agent,
+      cfg,
+      { mode: 'closed', concurrency: 8, requests: 64, outputTokens: 8, seed: 1 },
+      promptSource(1, 16, 1000),
+      { threads: 1, samplePeriodMs: 2 },
+    );
+    assert.ok(run.records.every((r) => r.ok));
+    assert.ok(run.maxInFlight <= 2, `at most 2 written at once, peak ${run.maxInFlight}`);
+    const m = summarizeRecords(run.records, { durationMs: run.durationMs, observedInFlight: run.observedInFlight });
+    assert.ok(
+      Math.abs(m.little.error!) <= LITTLE_TOLERANCE,
+      `λ·W ${m.little.predicted_in_flight.toFixed(3)} against L ${run.observedInFlight.toFixed(3)} (error ${(m.little.error! * 100).toFixed(1)}%)`,
+    );
+  } finally {
+    await agent.close();
+    await s.close();
+  }
+});

@@ -485,18 +485,28 @@ function retryable(r: RawResult, responded: boolean): boolean {
  * close one just as a request is written on it) is sent once more, on a fresh connection of its
  * own. The retry is recorded (`retries`, and the first attempt's error in `retryError`), its
  * latencies count from the first attempt's send time, and its TCP connect is inside its TTFT.
+ * `onWrite` is called once, as the request is first written to a connection: the load generator
+ * counts a request in flight from then, the instant its E2E counts from (Little's law's L and W).
  */
 export async function sendRequest(
   dispatcher: Dispatcher,
   cfg: ClientConfig,
   spec: RequestSpec,
   signal?: AbortSignal,
+  onWrite?: () => void,
 ): Promise<RawResult> {
-  const first = await attempt(dispatcher, cfg, spec, signal);
+  // `onWrite` runs once, when the request is first written (the instant its latencies count from).
+  let written = false;
+  const wrote = () => {
+    if (written) return;
+    written = true;
+    onWrite?.();
+  };
+  const first = await attempt(dispatcher, cfg, spec, signal, undefined, wrote);
   if (!retryable(first.result, first.responded) || signal?.aborted) return first.result;
   const fresh = new Client(new URL(normalizeBaseUrl(cfg.baseUrl)).origin, { pipelining: 1, connectTimeout: 10_000 });
   try {
-    const second = await attempt(fresh, cfg, spec, signal, first.result.sentAt);
+    const second = await attempt(fresh, cfg, spec, signal, first.result.sentAt, wrote);
     second.result.retries = 1;
     second.result.retryError = first.result.errorMessage;
     return second.result;
@@ -511,6 +521,7 @@ function attempt(
   spec: RequestSpec,
   signal: AbortSignal | undefined,
   sentFrom?: number,
+  onWrite?: () => void,
 ): Promise<{ result: RawResult; responded: boolean }> {
   return new Promise((resolve) => {
     const base = normalizeBaseUrl(cfg.baseUrl);
@@ -840,6 +851,7 @@ function attempt(
       onRequestStart(c) {
         // undici calls this on the connection right before it writes the request (client-h1 writeH1).
         sentAt = now();
+        onWrite?.();
         controller = c;
         if (failure) c.abort(namedError('BenchFail', failure.message));
       },

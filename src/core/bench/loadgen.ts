@@ -48,7 +48,7 @@ export interface PointRun {
   durationMs: number;
   /** performance.timeOrigin + performance.now() at the point's t = 0, to align with other clocks. */
   t0EpochMs: number;
-  /** Time average of the sampled in-flight count over the point. */
+  /** Time average of the sampled in-flight count over the point (a request counts from its write, as its E2E does). */
   observedInFlight: number;
   maxInFlight: number;
   /** Open loop: actual − scheduled send time. */
@@ -199,11 +199,20 @@ export async function runPoint(
     doneCount++;
     opts.onRequest?.(doneCount, total);
   };
+  // Issued (the open loop's cap counts these) and in flight: written to a connection and not yet
+  // ended. A request counts in flight from the instant its E2E starts (the write, not the issue:
+  // a wait for a connection is the client's), so λ·W and the observed L measure the same thing.
+  let issuedNow = 0;
   const send = async (id: number, scheduledAbs: number, body: Prepared = bodyOf(id)) => {
-    inFlight++;
-    if (inFlight > maxInFlight) maxInFlight = inFlight;
-    const r = await sendRequest(dispatcher, cfg, body, signal);
-    inFlight--;
+    issuedNow++;
+    let counted = false;
+    const r = await sendRequest(dispatcher, cfg, body, signal, () => {
+      counted = true;
+      inFlight++;
+      if (inFlight > maxInFlight) maxInFlight = inFlight;
+    });
+    if (counted) inFlight--;
+    issuedNow--;
     record(id, scheduledAbs, r, body);
   };
   const limit = total ?? MAX_REQUESTS;
@@ -261,7 +270,7 @@ export async function runPoint(
         for (let k = 0; k < 10_000 && now() < at && !signal?.aborted; k++)
           await new Promise<void>((r) => setImmediate(r));
         if (signal?.aborted) break;
-        while (inFlight >= cap && !signal?.aborted) await new Promise<void>((res) => (slotFree = res));
+        while (issuedNow >= cap && !signal?.aborted) await new Promise<void>((res) => (slotFree = res));
         lags.push(now() - at);
         const p = send(i, at).then(() => {
           running.delete(p);

@@ -399,7 +399,7 @@ export const FORMULAS: Record<string, string> = {
   total_token_throughput: 'total-token throughput = (Σ prompt + Σ completion tokens) / duration',
   goodput: 'goodput = requests meeting every SLO / duration',
   little:
-    "Little's law: L = λ·W, λ = completed / duration, W = mean E2E; against L observed = time-averaged in-flight count",
+    "Little's law: L = λ·W, λ = completed / duration, W = mean E2E; against L observed = time-averaged in-flight count (each request from its write to its end, the instant E2E counts from)",
   failure_rate: 'failure rate = failed / (completed + failed)',
   hit_rate: 'prefix-cache hit rate = Δ vllm:prefix_cache_hits / Δ vllm:prefix_cache_queries over the point',
 };
