@@ -275,7 +275,9 @@ test("Little's law closes when requests wait for a connection: in flight counts 
   const { promptSource } = await import('../../src/core/bench/prompts');
   const { summarizeRecords } = await import('../../src/core/bench/metrics');
   const { LITTLE_TOLERANCE } = await import('../../src/core/checks/method');
-  const s = await startScriptedServer({ ttftMs: 20, itlMs: 2 });
+  // Requests of ≈ 250 ms, so the few ms between a stream's last chunk and its end (the usage chunk,
+  // [DONE], a busy event loop) stay a small share of each request's time in flight.
+  const s = await startScriptedServer({ ttftMs: 100, itlMs: 10 });
   // Concurrency 8 through 2 connections: 6 of the 8 issued requests always wait for a connection,
   // a wait that is the client's, outside every E2E. Counted from the issue, L would be ≈ 8 against
   // λ·W ≈ 2 (Little's law 75% off); counted from the write, both are ≈ 2.
@@ -295,13 +297,37 @@ test("Little's law closes when requests wait for a connection: in flight counts 
     const run = await runPoint(
       agent,
       cfg,
-      { mode: 'closed', concurrency: 8, requests: 64, outputTokens: 8, seed: 1 },
+      { mode: 'closed', concurrency: 8, requests: 24, outputTokens: 16, seed: 1 },
       promptSource(1, 16, 1000),
       { threads: 1, samplePeriodMs: 2 },
     );
     assert.ok(run.records.every((r) => r.ok));
     assert.ok(run.maxInFlight <= 2, `at most 2 written at once, peak ${run.maxInFlight}`);
     const m = summarizeRecords(run.records, { durationMs: run.durationMs, observedInFlight: run.observedInFlight });
+    // The client that held less than its concurrency is named by the peak, not by Little's law.
+    const { runChecks } = await import('../../src/core/checks');
+    const { createNotebookContext } = await import('../../src/core/engine/engine');
+    const peak = runChecks({
+      kind: 'bench: sweep',
+      cell: {},
+      facts: [
+        {
+          kind: 'in-flight',
+          peak: run.maxInFlight,
+          requests: 24,
+          concurrency: 8,
+          point: { loop: 'closed', concurrency: 8 },
+          at: ['concurrency', 0],
+        },
+      ],
+      notebook: createNotebookContext(os.tmpdir()),
+      cellIndex: 0,
+    });
+    assert.deepEqual(
+      peak.map((f) => f.code),
+      ['load-peak-short'],
+    );
+    assert.match(peak[0].message, /^c=8: at most 2 requests were ever written to the server at once, not 8/);
     assert.ok(
       Math.abs(m.little.error!) <= LITTLE_TOLERANCE,
       `λ·W ${m.little.predicted_in_flight.toFixed(3)} against L ${run.observedInFlight.toFixed(3)} (error ${(m.little.error! * 100).toFixed(1)}%)`,

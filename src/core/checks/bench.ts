@@ -218,21 +218,39 @@ export const rttUnreliable: CheckRule = {
 
 export const loadBelowConcurrency: CheckRule = {
   id: 'load-below-concurrency',
-  summary: 'A point with fewer requests than its concurrency never had the load it is labelled with',
-  reads: ['in-flight facts {peak, requests, concurrency} of a bench point'],
-  codes: { 'load-below-concurrency': 'fewer requests than concurrency' },
+  summary:
+    'A point that never had the load it is labelled with: fewer requests than its concurrency, or a peak in flight below it',
+  reads: ['in-flight facts {peak, requests, concurrency} of a bench point (a request is in flight from its write)'],
+  codes: {
+    'load-below-concurrency': 'fewer requests than concurrency',
+    'load-peak-short': 'client held less load',
+  },
   check: (input) =>
-    eachPoint(input, 'in-flight', (f, name, at) =>
-      loadCheck(f.concurrency, f.requests, f.peak).fewer_requests_than_concurrency
-        ? finding(
-            'warning',
-            'load-below-concurrency',
-            `${name}: only ${f.requests} requests, so at most ${f.requests} were ever in flight (peak observed ${f.peak}): this point measures concurrency ${f.peak}, not ${f.concurrency}`,
-            at,
-            { fix: `give at least ${f.concurrency} requests per point (4× the concurrency is the default)` },
-          )
-        : undefined,
-    ),
+    eachPoint(input, 'in-flight', (f, name, at) => {
+      const l = loadCheck(f.concurrency, f.requests, f.peak);
+      if (l.fewer_requests_than_concurrency)
+        return finding(
+          'warning',
+          'load-below-concurrency',
+          `${name}: only ${f.requests} requests, so at most ${f.requests} were ever in flight (peak observed ${f.peak}): this point measures concurrency ${f.peak}, not ${f.concurrency}`,
+          at,
+          { fix: `give at least ${f.concurrency} requests per point (4× the concurrency is the default)` },
+        );
+      // Closed loop only: an open loop's concurrency is a cap, not a load it promises.
+      if (l.short && f.point?.loop === 'closed')
+        return finding(
+          'warning',
+          'load-peak-short',
+          `${name}: at most ${f.peak} requests were ever written to the server at once, not ${f.concurrency}: this point measures concurrency ${f.peak}`,
+          at,
+          {
+            cause:
+              'the client could not keep its requests in flight: fewer connections than the concurrency (the others waited for one), or a load thread that fell behind',
+            fix: 'give the client a connection per request in flight, or run fewer streams per load thread',
+          },
+        );
+      return undefined;
+    }),
 };
 
 export const benchRetries: CheckRule = {
