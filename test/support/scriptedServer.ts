@@ -112,6 +112,8 @@ export interface ScriptedServer {
   url: string;
   port: number;
   requests: ServedRequest[];
+  /** Bodies of POST /tokenize (vLLM flavor). */
+  tokenizeCalls: any[];
   counters: {
     queries: number;
     hits: number;
@@ -143,11 +145,15 @@ function hashBlocks(ids: number[]): string[] {
   return out;
 }
 
+/** A text prompt's tokens here: one a space-separated word, plus a BOS (vLLM adds special tokens by default). */
+const textTokens = (text: string) => text.split(/\s+/).filter(Boolean).length + 1;
+
 export async function startScriptedServer(o: ScriptedServerOptions = {}): Promise<ScriptedServer> {
   const ttft = o.ttftMs ?? 50;
   const itl = o.itlMs ?? 10;
   const model = o.model ?? 'scripted-model';
   const requests: ServedRequest[] = [];
+  const tokenizeCalls: any[] = [];
   const counters = {
     queries: 0,
     hits: 0,
@@ -295,6 +301,29 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
             : { id: model, object: 'model', max_model_len: o.maxModelLen ?? 40960 };
         return void res.end(JSON.stringify({ object: 'list', data: [entry] }));
       }
+      if (req.method === 'POST' && url === '/tokenize' && flavor === 'vllm') {
+        // vLLM v0.11's /tokenize (protocol.py TokenizeResponse), counting as the completions below do.
+        let b: any;
+        try {
+          b = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+        } catch {
+          b = {};
+        }
+        tokenizeCalls.push(b);
+        const count =
+          typeof b.prompt === 'string'
+            ? textTokens(b.prompt)
+            : String(b.messages?.[0]?.content ?? '').split(' ').length;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(
+          JSON.stringify({
+            count,
+            max_model_len: o.maxModelLen ?? 40960,
+            tokens: new Array(count).fill(1),
+            token_strs: null,
+          }),
+        );
+      }
       if (req.method !== 'POST' || (url !== '/v1/completions' && url !== '/v1/chat/completions')) {
         res.writeHead(404, { 'content-type': 'application/json' });
         return void res.end(
@@ -314,7 +343,13 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
       const chat = url === '/v1/chat/completions';
       const prompt = chat ? body.messages : body.prompt;
       const ids: number[] = Array.isArray(prompt) && typeof prompt[0] === 'number' ? prompt : [];
-      const asked = ids.length || (chat ? String(body.messages?.[0]?.content ?? '').split(' ').length : 0);
+      const asked =
+        ids.length ||
+        (chat
+          ? String(body.messages?.[0]?.content ?? '').split(' ').length
+          : typeof prompt === 'string'
+            ? textTokens(prompt)
+            : 0);
       const promptTokens = o.maxPromptTokens !== undefined ? Math.min(asked, o.maxPromptTokens) : asked;
       const outputTokens = Number(body.max_tokens ?? 16);
       const fault = o.fault?.({ index, body, path: url });
@@ -673,6 +708,7 @@ export async function startScriptedServer(o: ScriptedServerOptions = {}): Promis
     url: `http://127.0.0.1:${port}`,
     port,
     requests,
+    tokenizeCalls,
     counters,
     closed,
     close: () =>

@@ -178,3 +178,132 @@ test('length distributions on sim: each request asks for its own drawn lengths, 
     await s.close();
   }
 });
+
+const datasetLines = [
+  { prompt: 'Summarise the history of the printing press in two sentences.', output_len: 12 },
+  { prompt: 'Write a haiku about GPUs.', output_len: 6 },
+  { prompt_token_ids: [1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008], output_len: 5 },
+  { prompt: 'List three uses of a prefix cache in serving large language models.', output_len: 9 },
+];
+
+test('a dataset on sim: text rows are sent as text, counted by the server’s /tokenize, and the drift is reported', async () => {
+  const s = await simNotebook();
+  try {
+    fs.writeFileSync(path.join(s.dir, 'data.jsonl'), datasetLines.map((l) => JSON.stringify(l)).join('\n'));
+    const r = await runCell(
+      'bench: sweep\ninput: 64\noutput: 8\nconcurrency: [2]\nrequests: 8\ndataset: {file: data.jsonl}',
+      1,
+      s.nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    const v = r.values as any;
+    // The simulator counts one token a character, as the dataset's own count does: no drift.
+    assert.equal(v.tokenize.rows, 3);
+    assert.equal(v.tokenize.drift, 0);
+    assert.match(v.notes.join('\n'), /counted by the server's \/tokenize \(3 rows\).*drift \+0\.0%/);
+    const rec = recordsOf(r);
+    const lens = datasetLines.map((l) => (l.prompt ? [...l.prompt].length : l.prompt_token_ids!.length));
+    assert.deepEqual(rec.requested_input, [...lens, ...lens]);
+    assert.deepEqual(rec.prompt_tokens, [...lens, ...lens]);
+    assert.deepEqual(rec.output_tokens, [12, 6, 5, 9, 12, 6, 5, 9]);
+    assert.equal(v.points[0].usage.prompt_drift, 0);
+  } finally {
+    await s.close();
+  }
+});
+
+test('a dataset against a server whose tokenizer differs: /tokenize counts (vLLM’s shape) set the lengths, drift reported', async () => {
+  const { startScriptedServer } = await import('../support/scriptedServer');
+  const srv = await startScriptedServer({ ttftMs: 2, itlMs: 1 });
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-bench-dataset-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'data.jsonl'), datasetLines.map((l) => JSON.stringify(l)).join('\n'));
+    const nb = createNotebookContext(dir, { ...nodeFiles() });
+    assert.ok((await runCell(`setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: ${srv.url}`, 0, nb)).ok);
+    const r = await runCell(
+      'bench: sweep\ninput: 64\noutput: 8\nconcurrency: [1]\nrequests: 4\ndataset: {file: data.jsonl}',
+      1,
+      nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    // vLLM's TokenizeCompletionRequest: {model, prompt}.
+    assert.equal(srv.tokenizeCalls.length, 3);
+    assert.deepEqual(Object.keys(srv.tokenizeCalls[0]).sort(), ['model', 'prompt']);
+    const v = r.values as any;
+    // This server counts words (+ BOS), the dataset counted characters: far fewer tokens.
+    const words = (t: string) => t.split(/\s+/).length + 1;
+    const texts = datasetLines.filter((l) => l.prompt).map((l) => l.prompt!);
+    const want = texts.reduce((a, t) => a + words(t), 0) / 3;
+    assert.ok(Math.abs(v.tokenize.server_mean - want) < 1e-9);
+    assert.ok(v.tokenize.drift < -0.7, `drift ${v.tokenize.drift}`);
+    // The prompts went as text, and each request expected the server's count of it.
+    assert.equal(srv.requests[0].body.prompt, datasetLines[0].prompt);
+    assert.deepEqual(recordsOf(r).requested_input, [words(texts[0]), words(texts[1]), 8, words(texts[2])]);
+    assert.equal(v.points[0].usage.prompt_drift, 0);
+  } finally {
+    await srv.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('multi-turn sessions on sim: each turn resends the conversation after the think time; the cache holds the earlier turns', async () => {
+  const s = await simNotebook();
+  try {
+    const r = await runCell(
+      'bench: sweep\ninput: 256\noutput: 16\nconcurrency: [2]\nrequests: 6\nsessions: {turns: 3, think_time: 1 s}',
+      1,
+      s.nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    const rec = recordsOf(r);
+    // Two conversations: 256, then 256 + 16 + 256, then 528 + 16 + 256 tokens.
+    assert.deepEqual(
+      [...rec.prompt_tokens].sort((a, b) => a! - b!),
+      [256, 256, 528, 528, 800, 800],
+    );
+    // A later turn leaves no sooner than one think time (1 s, simulated) after a turn before it ended.
+    const byLen = (n: number) => rec.prompt_tokens.flatMap((t, i) => (t === n ? [i] : []));
+    for (const [prev, next] of [
+      [256, 528],
+      [528, 800],
+    ])
+      for (const i of byLen(next))
+        assert.ok(
+          byLen(prev).some((k) => rec.scheduled[i] >= rec.end[k] + 950),
+          `a ${next}-token turn at ${rec.scheduled[i]} ms, ${prev}-token turns ended at ${byLen(prev).map((k) => rec.end[k])}`,
+        );
+    const p = (r.values as any).points[0];
+    assert.ok(p.server.prefix_hit_rate > 0.4, `hit rate ${p.server.prefix_hit_rate}`);
+    assert.equal(p.contaminated, false);
+  } finally {
+    await s.close();
+  }
+});
+
+test('a rate schedule on sim: one open-loop point sent at the schedule’s arrivals for this seed', async () => {
+  const { rateScheduleSpec, scheduleArrivals } = await import('../../src/core/workload/schedule');
+  const s = await simNotebook();
+  try {
+    const r = await runCell(
+      'bench: sweep\ninput: 128\noutput: 4\nbase_seed: 5\nrate_schedule: [{rate: 20 req/s, for: 1 s}, {ramp: [20 req/s, 60 req/s], for: 1 s}]',
+      1,
+      s.nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    const arrivals = scheduleArrivals(
+      rateScheduleSpec.parse([
+        { rate: '20 req/s', for: '1 s' },
+        { ramp: ['20 req/s', '60 req/s'], for: '1 s' },
+      ]),
+      pointSeed(5, 0, false),
+    );
+    const rec = recordsOf(r);
+    assert.equal(rec.n, arrivals.length);
+    rec.scheduled.forEach((t, i) => assert.ok(Math.abs(t - arrivals[i] * 1000) < 0.5, `request ${i}: ${t}`));
+    const p = (r.values as any).points[0];
+    assert.ok(Math.abs(p.rate - 30) < 1e-9, 'labelled with the mean offered rate');
+    assert.ok(p.dispatch_lag_ms.n === arrivals.length);
+  } finally {
+    await s.close();
+  }
+});

@@ -940,7 +940,7 @@ const sizeText = (n: number) => (n >= 1 << 20 ? `${n / (1 << 20)} MiB` : `${n / 
 /**
  * A small GET (JSON or text) with a timeout (on the whole exchange, not just idle time) and a size
  * cap (GET_CAPS by path unless given); returns status and body, or throws a classified error whose
- * message says which limit was hit.
+ * message says which limit was hit. With `json`, a POST of that body instead (e.g. /tokenize).
  */
 export async function getText(
   dispatcher: Dispatcher,
@@ -949,22 +949,26 @@ export async function getText(
   apiKey: string | undefined,
   timeoutMs = 5000,
   maxBytes = GET_CAPS[path] ?? DEFAULT_GET_CAP,
+  json?: unknown,
 ): Promise<{ status: number; body: string; ms: number }> {
   const u = new URL(normalizeBaseUrl(baseUrl));
   const headers: Record<string, string> = {};
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const method = json === undefined ? 'GET' : 'POST';
+  if (json !== undefined) headers['content-type'] = 'application/json';
   const t0 = now();
   const ac = new AbortController();
   const timer = setTimeout(
-    () => ac.abort(namedError('BenchTimeout', `GET ${path}: no complete answer within ${timeoutMs} ms`)),
+    () => ac.abort(namedError('BenchTimeout', `${method} ${path}: no complete answer within ${timeoutMs} ms`)),
     timeoutMs,
   );
   try {
     const res = await dispatcher.request({
       origin: u.origin,
       path: `${u.pathname.replace(/\/$/, '')}${path}`,
-      method: 'GET',
+      method,
       headers,
+      ...(json === undefined ? {} : { body: JSON.stringify(json) }),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       signal: ac.signal,
@@ -976,7 +980,7 @@ export async function getText(
       if (n > maxBytes) {
         res.body.destroy();
         const err = new Error(
-          `GET ${path}: the answer passed ${sizeText(maxBytes)} (the cap for ${path}) and was cut off`,
+          `${method} ${path}: the answer passed ${sizeText(maxBytes)} (the cap for ${path}) and was cut off`,
         );
         (err as any).kind = 'too-large';
         throw err;

@@ -63,7 +63,7 @@ function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): stri
 /** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
 export function benchValues(
   r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'> &
-    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts' | 'notes'>>,
+    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts' | 'notes' | 'tokenize'>>,
   spec: ReportSpec,
 ): Record<string, unknown> {
   const pk = spec.percentiles;
@@ -166,6 +166,8 @@ export function benchValues(
     telemetry: r.telemetry ?? null,
     vocab: r.vocab ?? null,
     timeouts: r.timeouts ?? null,
+    // Present for a dataset of text prompts: the server's /tokenize count against the dataset's.
+    ...(r.tokenize ? { tokenize: r.tokenize } : {}),
     notes: r.notes ?? [],
     run_id: r.runId,
     stopped: r.stopped ?? null,

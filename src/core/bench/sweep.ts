@@ -31,7 +31,8 @@ import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prom
 import { detectDialect, type TelemetryDialect } from './telemetry';
 import { planSource, pointSeed, promptSource } from './prompts';
 import { seedOf } from '../sim/rng';
-import { plannerFor, type CellWorkload } from '../workload/cell';
+import { datasetRows, plannerFor, type CellWorkload } from '../workload/cell';
+import { countTexts, tokenizeNote, type TokenizeDrift } from './tokenize';
 import { toColumnar, type ColumnarRecords } from './records';
 
 export interface SweepOptions {
@@ -145,6 +146,8 @@ export interface SweepInfo {
   vocab?: { size: number; source: 'server' | 'setup'; server?: number; setup: number };
   /** The limits every request ran under (ms; 0 = none). */
   timeouts?: { request_ms: number; stream_idle_ms: number };
+  /** A dataset's text prompts counted by the server's /tokenize, against the dataset's own count. */
+  tokenize?: TokenizeDrift;
   notes: string[];
   runId: string;
 }
@@ -318,6 +321,22 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       request_ms: o.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
       stream_idle_ms: o.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
     };
+    // A dataset's text prompts: their length in the server's tokens, from its /tokenize.
+    let tokenize: TokenizeDrift | undefined;
+    let textTokens: ((text: string) => number | undefined) | undefined;
+    const textRows = o.workload
+      ? (datasetRows(o.workload, vocab) ?? []).filter((r): r is typeof r & { text: string } => r.text !== undefined)
+      : [];
+    if (textRows.length) {
+      const counted = await countTexts(
+        agent,
+        { baseUrl: o.endpoint, apiKey: o.apiKey, model, api: o.api ?? 'completions' },
+        textRows,
+      );
+      tokenize = counted.drift;
+      notes.push(tokenizeNote(tokenize));
+      if (counted.counts.size) textTokens = (t) => counted.counts.get(t);
+    }
     const info: SweepInfo = redactDeep(
       {
         endpoint: normalizeBaseUrl(o.endpoint),
@@ -328,6 +347,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         telemetry: dialect ? { dialect: dialect.id, server: dialect.server } : undefined,
         vocab: { size: vocab, source: vocabSource, server: pr.serverVocab, setup: o.vocab },
         timeouts,
+        tokenize,
         notes,
         runId,
       },
@@ -360,13 +380,17 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       const l = loads[i];
       const seed = seedCfg.mode === 'fixed' ? pointSeed(seedCfg.value, i, true) : pointSeed(seedCfg.base, i, false);
       const kind = cfg.api === 'chat' ? 'words' : 'ids';
-      const planner = o.workload ? plannerFor(o.workload, seed, vocab) : undefined;
+      // Per-point seeds: a dataset's rows continue where the point before stopped (as in predict: serving).
+      const perPoint = (o.requests ?? 0) * (seedCfg.mode === 'fixed' ? 0 : i);
+      const planner = o.workload ? plannerFor(o.workload, seed, vocab, perPoint) : undefined;
       // A plan's arrivals and think times are in simulated time on a faster-running simulated endpoint.
       const prompts = planner
         ? planSource(planner, {
             kind,
             timeScale: 1 / speed,
-            warm: plannerFor(o.workload!, seedOf(`warmup:${seed}`), vocab),
+            // Warm-ups: another seed, and a dataset's rows past those the points send.
+            warm: plannerFor(o.workload!, seedOf(`warmup:${seed}`), vocab, (o.requests ?? 0) * loads.length),
+            textTokens,
           })
         : promptSource(seed, o.input, vocab, kind);
       const label = open ? `rate ${l.rate} req/s` : `concurrency ${l.concurrency}`;

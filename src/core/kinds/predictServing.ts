@@ -289,7 +289,8 @@ export const servingKind: KindModule<Cell> = {
       const x = list[i];
       const seed = cell.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : cell.seed;
       // Run the point in slices, yielding every few ms so the host stays responsive and a cancel lands.
-      const plan = plannerFor(workload, seed, cfg.vocab);
+      // Per-point seeds: each point takes a dataset's rows after those the points before it sent.
+      const plan = plannerFor(workload, seed, cfg.vocab, cell.seed === 'per-point' ? i * cell.requests : 0);
       const load = new LoadRun(engine, {
         input,
         output,

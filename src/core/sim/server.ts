@@ -640,6 +640,9 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
             },
           ],
         }),
+      // vLLM v0.11's shapes (vllm/entrypoints/openai/protocol.py at ec3b890): TokenizeCompletionRequest
+      // {model, prompt, add_special_tokens} or TokenizeChatRequest {model, messages, …}; TokenizeResponse
+      // {count, max_model_len, tokens, token_strs}. The bench counts dataset text with it.
       'POST /tokenize': async () => {
         const b = parse(tokenizeBody, await jsonBody(req));
         checkModel(b.model);

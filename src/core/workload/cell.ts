@@ -87,8 +87,17 @@ export function datasetRows(w: CellWorkload, vocab: number): DatasetRow[] | unde
   return rows;
 }
 
-/** The planner of one point (undefined for a plain workload). */
-export function plannerFor(w: CellWorkload, seed: number, vocab: number): RequestPlanner | undefined {
+/**
+ * The planner of one point (undefined for a plain workload). A dataset's rows are taken in order
+ * from `datasetOffset` (point i of a per-point-seed sweep starts past the rows earlier points sent,
+ * so it does not find them in the prefix cache).
+ */
+export function plannerFor(
+  w: CellWorkload,
+  seed: number,
+  vocab: number,
+  datasetOffset = 0,
+): RequestPlanner | undefined {
   if (isPlainWorkload(w)) return undefined;
   return new RequestPlanner({
     input: w.input,
@@ -100,6 +109,7 @@ export function plannerFor(w: CellWorkload, seed: number, vocab: number): Reques
     trace: w.trace,
     loaded: w.loaded,
     dataset: datasetRows(w, vocab),
+    datasetOffset,
     arrivals: w.rateSchedule ? scheduleArrivals(w.rateSchedule, seed) : undefined,
   });
 }

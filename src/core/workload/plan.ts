@@ -63,8 +63,9 @@ export interface PlanOptions {
   trace?: { rows: TraceRow[]; speed: number; blockSize: number };
   loaded?: LoadedLengths;
   sessions?: SessionSpec;
-  /** Dataset rows, taken in order (wrapping). */
+  /** Dataset rows, taken in order (wrapping) from row `datasetOffset`. */
   dataset?: DatasetRow[];
+  datasetOffset?: number;
   /** Open loop under a rate schedule: each request's send time, s (see schedule.ts). */
   arrivals?: number[];
 }
@@ -169,7 +170,7 @@ export class RequestPlanner {
     if (tr) return this.traceRequest(index, tr);
     const ds = this.o.dataset;
     if (ds?.length) {
-      const row = ds[index % ds.length];
+      const row = ds[(index + (this.o.datasetOffset ?? 0)) % ds.length];
       const prompt = row.ids ?? new Uint32Array(row.input);
       if (!row.ids) fill(prompt, 0, row.input, this.rng, this.o.vocab);
       return { index, prompt, output: row.output ?? this.outLen(), text: row.text };

@@ -3,7 +3,7 @@
  * inhomogeneous Poisson process: unit-rate exponential gaps mapped through the inverse of the
  * cumulative rate), and the capacity search that finds the highest load meeting the SLOs.
  *
- *   rate_schedule: [{rate: 1 req/s, for: 30 s}, {ramp: [1, 8] req/s, for: 60 s}, {rate: 8 req/s, for: 30 s}]
+ *   rate_schedule: [{rate: 1 req/s, for: 30 s}, {ramp: [1 req/s, 8 req/s], for: 60 s}, {rate: 8 req/s, for: 30 s}]
  */
 import { z } from 'zod';
 import { quantity } from '../engine/schema';
@@ -16,7 +16,8 @@ const stepSeg = z.object({ rate, for: span }).strict();
 const rampSeg = z.object({ ramp: z.tuple([rate, rate]), for: span }).strict();
 export const rateScheduleSpec = z
   .array(z.union([stepSeg, rampSeg]), {
-    error: 'give a list of segments: {rate: 2 req/s, for: 30 s} (a step) or {ramp: [1, 8] req/s, for: 60 s} (a ramp)',
+    error:
+      'give a list of segments: {rate: 2 req/s, for: 30 s} (a step) or {ramp: [1 req/s, 8 req/s], for: 60 s} (a ramp)',
   })
   .min(1);
 export type RateSchedule = z.output<typeof rateScheduleSpec>;

@@ -7,7 +7,7 @@
  *   output: {dist: lognormal, mean: 300, std: 200, min: 16, max: 2000}
  *   shared_prefix: {length: 512 tokens, groups: 8}     # SGLang's generated-shared-prefix shape
  *   trace: {file: traces/mooncake.jsonl, speed: 2}     # Mooncake: timestamp, lengths, hash_ids
- *   rate_schedule: [{rate: 1 req/s, for: 30 s}, {ramp: [1, 8] req/s, for: 60 s}]
+ *   rate_schedule: [{rate: 1 req/s, for: 30 s}, {ramp: [1 req/s, 8 req/s], for: 60 s}]
  */
 import { z } from 'zod';
 import { quantity } from '../engine/schema';
