@@ -314,7 +314,7 @@ export function inUnit(qq: Quantity, unit: string): number {
 export function fmtNum(v: number, digits?: number): string {
   if (!Number.isFinite(v)) return String(v);
   const a = Math.abs(v);
-  const d = digits ?? (a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : a >= 1 ? 2 : a === 0 ? 0 : 3);
+  const d = digits ?? (a >= 1000 ? 0 : a >= 100 ? 1 : a >= 1 ? 2 : a === 0 ? 0 : 3);
   // One formatter per digit count: toLocaleString builds a new one on every call (~60 µs).
   let f = NUM_FORMATS.get(d);
   if (!f)

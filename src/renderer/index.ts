@@ -63,7 +63,7 @@ export const activate: ActivationFunction = () => ({
         renderer: 'svg',
         actions: { export: true, source: false, compiled: false, editor: false },
         theme,
-        config: theme ? { background: 'transparent' } : { background: 'transparent' },
+        config: { background: 'transparent' },
       });
       if (signal?.aborted) {
         result.finalize();

@@ -23,9 +23,6 @@ import { CELL_LANGUAGE, NOTEBOOK_TYPE } from './ids';
 
 export { CELL_LANGUAGE, NOTEBOOK_TYPE };
 
-/** Metadata keys VS Code owns or that are transient; not written to the file. */
-const TRANSIENT_CELL_METADATA = new Set(['inflab.transient']);
-
 /** JSON mimes whose names do not end in +json (VS Code's error item) are kept as JSON too. */
 const JSON_LIKE = new Set<string>([MIME.error, 'application/vnd.code.notebook.stdout+json']);
 
@@ -94,9 +91,7 @@ export function fromNotebookData(data: vscode.NotebookData): Notebook<NbOutputBy
       language: c.languageId || (c.kind === vscode.NotebookCellKind.Markup ? 'markdown' : CELL_LANGUAGE),
       source: c.value,
     };
-    const md = Object.fromEntries(
-      Object.entries(c.metadata ?? {}).filter(([k, v]) => !TRANSIENT_CELL_METADATA.has(k) && v !== undefined),
-    );
+    const md = Object.fromEntries(Object.entries(c.metadata ?? {}).filter(([, v]) => v !== undefined));
     if (Object.keys(md).length) cell.metadata = md;
     if (c.outputs?.length) {
       cell.outputs = c.outputs.map((o) => {

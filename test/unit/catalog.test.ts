@@ -25,7 +25,7 @@ function importConfig(name: string) {
   return modelFromHfConfig(cfg, name, name);
 }
 
-test('PHYSICS.md hardware table, exactly', () => {
+test('docs/physics.md hardware table, exactly', () => {
   const rows: [string, number, number | undefined, number, number][] = [
     ['a100-sxm4-80gb', 312, undefined, 2039, 80 * GiB],
     ['a100-pcie-80gb', 312, undefined, 1935, 80 * GiB],

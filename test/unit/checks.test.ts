@@ -1,7 +1,7 @@
 /**
  * Every physics rule: one input that fires it and one that stays quiet. Record cells go through the
  * engine's static analysis (what the editor runs as the user types); bench and audit results are
- * given to runChecks as the facts those kinds state for the values they produce. Reference numbers from PHYSICS.md
+ * given to runChecks as the facts those kinds state for the values they produce. Reference numbers from docs/physics.md
  * (Qwen3-8B bf16 on an A100 SXM4 80GB).
  */
 import assert from 'node:assert/strict';

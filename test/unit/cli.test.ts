@@ -35,7 +35,7 @@ test('eval --json prints one {kind, name, values, facts, findings} per YAML docu
   assert.equal(out.length, 2);
   assert.deepEqual(Object.keys(out[1]).sort(), ['facts', 'findings', 'kind', 'name', 'values']);
   assert.equal(out[1].kind, 'predict: decode-roofline');
-  // PHYSICS.md: 16.38 GB of bf16 weights / 2,039 GB/s = 8.03 ms.
+  // docs/physics.md: 16.38 GB of bf16 weights / 2,039 GB/s = 8.03 ms.
   assert.ok(Math.abs(out[1].values.decode_step_floor_ms - 8.03) < 0.005);
   // The same number as a fact, its unit in its field name.
   const floor = out[1].facts.find((f: { kind: string; metric?: string }) => f.kind === 'floor');

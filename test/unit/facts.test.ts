@@ -61,7 +61,7 @@ describe('every kind states facts that validate', () => {
       assert.deepEqual(saved?.data, { version: FACTS_VERSION, facts: r.facts });
     }
     const [floors, roof, pool, , record] = results;
-    // PHYSICS.md: 2 · 8.19 B params · 1,000 tokens / 312 TFLOP/s = 52.5 ms.
+    // docs/physics.md: 2 · 8.19 B params · 1,000 tokens / 312 TFLOP/s = 52.5 ms.
     const prefill = factsOf(floors.facts, 'floor').find((f) => f.metric === 'prefill')!;
     assert.ok(Math.abs(prefill.ms - 52.5) < 0.05, String(prefill.ms));
     assert.equal(prefill.prompt_tokens, 1000);
@@ -72,7 +72,7 @@ describe('every kind states facts that validate', () => {
         ['batch', 'per_user_throughput', 2],
       ],
     );
-    // PHYSICS.md: the vLLM V1 pool on this card at 0.9 is 410,240 tokens.
+    // docs/physics.md: the vLLM V1 pool on this card at 0.9 is 410,240 tokens.
     assert.equal(factsOf(pool.facts, 'kv-pool')[0].tokens, 410_240);
     const p95 = factsOf(record.facts, 'latency')[0];
     assert.deepEqual(

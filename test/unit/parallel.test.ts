@@ -26,7 +26,7 @@ const TOTAL = LINEAR + NORMS + 2 * EMB;
 const BW = 3350e9;
 const LINK = 450e9;
 const ALPHA = 5e-6;
-// The default activation peak + non-torch memory (0.25 + 0.154 GiB, PHYSICS.md's ≈0.4 GiB).
+// The default activation peak + non-torch memory (0.25 + 0.154 GiB, docs/physics.md's ≈0.4 GiB).
 const OVERHEAD = 0.404 * GiB;
 
 async function run(...cells: string[]): Promise<CellResult[]> {

@@ -1,5 +1,5 @@
 /**
- * PHYSICS.md's check values for Qwen3-8B bf16 on an A100 SXM4 80GB, reproduced from the closed
+ * docs/physics.md's check values for Qwen3-8B bf16 on an A100 SXM4 80GB, reproduced from the closed
  * forms; and the same formulas under other dtypes, MoE assumptions and cards.
  */
 import assert from 'node:assert/strict';
@@ -56,7 +56,7 @@ test('batched decode at 1k context follows f(B) = 2,039·B / (16.38 + 0.147·B)'
   const r = decodeRoofline(S, 1000, batches);
   const f = (B: number) => (2039 * B) / (16.38 + 0.147 * B);
   for (const row of r.rows) {
-    // PHYSICS.md's form rounds W and kv(c) to 16.38 and 0.147 GB; the exact bytes differ by < 0.5%.
+    // docs/physics.md's form rounds W and kv(c) to 16.38 and 0.147 GB; the exact bytes differ by < 0.5%.
     near(row.aggregate_tok_s, f(row.batch), 0.005, `f(${row.batch})`);
     assert.equal(row.bound, 'bandwidth');
     near(row.per_user_tok_s * row.batch, row.aggregate_tok_s, 1e-12, 'aggregate = B × per-user');
@@ -70,7 +70,7 @@ test('batched decode at 1k context follows f(B) = 2,039·B / (16.38 + 0.147·B)'
 test('half-saturation ≈111, asymptote ≈13,870 tok/s, compute roof ≈19,000 tok/s above it: no knee', () => {
   const r = decodeRoofline(S, 1000, [1, 128]);
   assert.equal(Math.round(r.half_saturation_batch), 111);
-  // Exactly BW / kv(c) = 2,039 GB/s / 147.456 MB = 13,828 tok/s. PHYSICS.md's ≈13,870 divides by
+  // Exactly BW / kv(c) = 2,039 GB/s / 147.456 MB = 13,828 tok/s. docs/physics.md's ≈13,870 divides by
   // kv rounded to 0.147 GB; the two agree within 0.5%.
   assert.equal(Math.round(r.asymptote_tok_s), 13_828);
   near(r.asymptote_tok_s, 13_870, 0.005, 'asymptote');

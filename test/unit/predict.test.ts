@@ -193,7 +193,7 @@ test('the GB/GiB slip: an 80 GB card and a 3 GB activation guess; the warning sa
   const cell = 'predict: kv-pool\ngpu: {base: a100-sxm4-80gb, memory: 80 GB}\nactivation_peak: 3 GB\n';
   const [, r] = await run(SETUP, cell);
   assert.equal(r.ok, true, JSON.stringify(r.error));
-  // 0.9 × 80e9 − 16.38e9 − 3e9 − 0.154 GiB, in whole blocks (PHYSICS.md's 367,346 came from the
+  // 0.9 × 80e9 − 16.38e9 − 3e9 − 0.154 GiB, in whole blocks (docs/physics.md's 367,346 came from the
   // real prediction's own arithmetic; the V1 formula on these inputs gives 355,712, 13.3% under).
   assert.equal(r.values.pool_tokens, 355_712);
   assert.ok((r.values.pool_tokens as number) < 0.895 * 410_240);

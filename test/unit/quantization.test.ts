@@ -19,7 +19,7 @@ const L = 80;
 const EMB = 128256 * H;
 const NORMS = L * 2 * H + H;
 const LINEAR = L * (H * H + 2 * H * 8 * 128 + H * H + 3 * H * 28672);
-const OVERHEAD = 0.404 * GiB; // default activation peak + non-torch (PHYSICS.md's ≈0.4 GiB)
+const OVERHEAD = 0.404 * GiB; // default activation peak + non-torch (docs/physics.md's ≈0.4 GiB)
 
 async function run(...cells: string[]): Promise<CellResult[]> {
   const nb = createNotebookContext(os.tmpdir());

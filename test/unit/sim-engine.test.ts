@@ -1,5 +1,5 @@
 /**
- * The simulated vLLM engine in virtual time: its physics against PHYSICS.md, and the serving
+ * The simulated vLLM engine in virtual time: its physics against docs/physics.md, and the serving
  * behaviours the real lab saw (overhead, prefill interference, the prefix-cache trap, Little's law,
  * preemption). No timed assertions: the speed of a full sweep is reported as a diagnostic.
  */

@@ -16,7 +16,7 @@
  * own client (aiohttp, one timestamp per chunk it iterates) has the same limit. The bench reports the
  * share of such gaps (see report.ts) so a point read in bursts is visible.
  *
- * Requests follow PHYSICS.md's benchmark rules: prompts are token-id lists of exact length,
+ * Requests follow docs/physics.md's benchmark rules: prompts are token-id lists of exact length,
  * `ignore_eos` + `min_tokens` + `max_tokens` fix the output length, top_p/top_k are set (so vLLM keeps
  * its fused sampler), no request-level `seed`, and `stream_options.include_usage` is on.
  *

@@ -4,9 +4,9 @@
  * counters), Δ preemptions, Δ prompt and generation tokens, and peaks of KV usage and
  * running/waiting requests. Which names a server uses is its telemetry dialect (telemetry.ts).
  */
-import { pick, VLLM, type Quantity, type Snapshot, type TelemetryDialect } from './telemetry';
+import { pick, VLLM, type ServerMetric, type Snapshot, type TelemetryDialect } from './telemetry';
 
-export { pick, type Quantity, type Snapshot } from './telemetry';
+export { pick, type ServerMetric, type Snapshot } from './telemetry';
 
 export interface Sample {
   name: string;
@@ -225,7 +225,7 @@ export function evidence(
   dialect: TelemetryDialect = VLLM,
 ): ServerEvidence {
   const ev: ServerEvidence = { scrapes: 2 + during.length, dialect: dialect.id };
-  const delta = (q: Quantity) => {
+  const delta = (q: ServerMetric) => {
     const a = pick(after, q, dialect);
     if (!a) return undefined;
     const b = before.get(a.name) ?? 0;
@@ -251,7 +251,7 @@ export function evidence(
   const ct = delta('cachedTokens');
   if (ct) ev.cached_tokens_delta = ct.d;
   const all = [before, ...during, after];
-  const peak = (q: Quantity) => {
+  const peak = (q: ServerMetric) => {
     let m: number | undefined;
     for (const s of all) {
       const v = pick(s, q, dialect)?.value;

@@ -18,7 +18,8 @@
 /** A flat view: sample name → sum over label sets (servers label by model and engine). */
 export type Snapshot = Map<string, number>;
 
-export type Quantity =
+/** A quantity a server exposes on /metrics, by our name (each dialect maps it to its own sample names). */
+export type ServerMetric =
   | 'prefixHits'
   | 'prefixQueries'
   | 'prefixHitRateGauge'
@@ -37,7 +38,7 @@ export interface TelemetryDialect {
   /** The metric-name prefix its samples carry (only this module reads it). */
   prefix: string;
   /** Names of each quantity it exposes, newest first. */
-  names: Partial<Record<Quantity, readonly string[]>>;
+  names: Partial<Record<ServerMetric, readonly string[]>>;
   /** What its prompt-token counter counts: every prompt token, or only those it had to process (not a cached prefix). */
   promptCounter: 'all' | 'processed';
   /** Known stream behaviour the client handles (shown with the server's findings). */
@@ -133,7 +134,7 @@ export function detectDialect(s: Snapshot | undefined): TelemetryDialect | undef
 /** The first name of a quantity present in a snapshot, in a dialect (default vLLM's). */
 export function pick(
   s: Snapshot,
-  q: Quantity,
+  q: ServerMetric,
   d: TelemetryDialect = VLLM,
 ): { name: string; value: number } | undefined {
   for (const name of d.names[q] ?? []) {

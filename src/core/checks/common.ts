@@ -29,7 +29,7 @@ export function gib(bytes: number): string {
 export const pct = (f: number) => `${short(f * 100)}%`;
 
 export interface Bounds {
-  /** 2·params·prompt/peak, seconds (the simple form; PHYSICS.md). */
+  /** 2·params·prompt/peak, seconds (the simple form; docs/physics.md). */
   prefillFloor(promptTokens: number): number;
   /** Weight bytes read per decode step / bandwidth, seconds. */
   decodeFloor: number;

@@ -1,6 +1,6 @@
 /**
  * Rules on KV-cache memory: a pool larger than the card, a pool far from the physics pool
- * (PHYSICS.md, vLLM V1), and the GB/GiB slip — a number read in one unit and written in the other,
+ * (docs/physics.md, vLLM V1), and the GB/GiB slip — a number read in one unit and written in the other,
  * off by exactly 1e9/2^30 = 0.931 (or its inverse).
  */
 import { finding, type Finding } from '../findings';

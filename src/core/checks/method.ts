@@ -1,5 +1,5 @@
 /**
- * Rules on how a number was measured, from the real lab's lessons (PHYSICS.md): Little's law as a
+ * Rules on how a number was measured, from the real lab's lessons (docs/physics.md): Little's law as a
  * check on the load generator, the fixed-seed prefix-cache trap, closed-loop p99 TTFT read as
  * capacity, a log heartbeat taken for a measurement, and a fused sampler that the requests never use.
  */

@@ -1,5 +1,5 @@
 /**
- * Closed-form inference physics (PHYSICS.md). Pure functions over a setup; base units throughout
+ * Closed-form inference physics (docs/physics.md). Pure functions over a setup; base units throughout
  * (bytes, seconds, FLOP, FLOP/s, tokens). Each formula's name travels with its number so a cell can
  * say which one it used.
  */

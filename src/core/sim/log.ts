@@ -17,7 +17,11 @@ export interface VllmLogOptions {
   enginePid?: number;
 }
 
-export interface StatsWindow {
+/**
+ * One stats line the simulated server prints, in the simulator's units (fractions 0..1); the audit
+ * reads the printed line back as its own StatsWindow (percentages), audit/windows.ts.
+ */
+export interface LoggedStats {
   promptTokensPerS: number;
   generationTokensPerS: number;
   running: number;
@@ -42,7 +46,7 @@ function commaInt(n: number): string {
 }
 
 /** The V1 stats line's message (after the prefix), E format. */
-function formatStatsMessage(s: StatsWindow): string {
+function formatStatsMessage(s: LoggedStats): string {
   return (
     `Engine 000: Avg prompt throughput: ${s.promptTokensPerS.toFixed(1)} tokens/s, ` +
     `Avg generation throughput: ${s.generationTokensPerS.toFixed(1)} tokens/s, ` +
@@ -87,7 +91,7 @@ export class VllmLog {
     this.opts.write(`(APIServer pid=${this.apiPid}) INFO:     ${message}`);
   }
 
-  stats(s: StatsWindow) {
+  stats(s: LoggedStats) {
     this.line('api', 'INFO', 'loggers.py:248', formatStatsMessage(s));
   }
 
