@@ -139,6 +139,10 @@ export function factName(f: Fact): string {
       return `ceiling.${f.metric}`;
     case 'roofline':
       return 'ridge';
+    case 'engine':
+      return f.metric;
+    case 'parameter':
+      return `param.${f.name}`;
     default:
       return f.kind;
   }
@@ -171,6 +175,12 @@ export function factValue(f: Fact): FactValue | undefined {
       return { base: f.observed > 0 ? f.predicted / f.observed : NaN };
     case 'roofline':
       return { base: f.ridge_flop_per_byte, unit: 'FLOP/byte' };
+    case 'engine':
+      return f.metric === 'kv_usage_peak' || f.metric === 'sim_late_share'
+        ? { base: f.value, dim: 'ratio', unit: '%' }
+        : { base: f.value };
+    case 'parameter':
+      return f.unit === 's' ? { base: f.value, dim: 'time', unit: 'ms' } : { base: f.value };
     default:
       return undefined;
   }

@@ -315,7 +315,45 @@ const stopped = z
   })
   .strict();
 
+/** What a server's /metrics (or a simulation) said about the engine over a point: counts and peaks. */
+export const ENGINE_METRICS = [
+  /** Requests preempted (recomputed) during the point. */
+  'preemptions',
+  /** Most requests waiting in the server's queue at one scrape. */
+  'waiting_peak',
+  'running_peak',
+  /** Peak KV-cache usage, a fraction. */
+  'kv_usage_peak',
+  /** InfLab's simulator only: share of its steps more than 10 ms late on its own clock. */
+  'sim_late_share',
+] as const;
+const engine = z
+  .object({ kind: z.literal('engine'), metric: z.enum(ENGINE_METRICS), value: nonNeg, ...common })
+  .strict();
+
+/**
+ * A free parameter of a model (the serving simulation's step overhead, prefill MFU): its value in
+ * base units (seconds for a time; a fraction), how it was set, and its 1σ uncertainty when fitted.
+ */
+export const PARAMETER_ORIGINS = ['default', 'given', 'fitted', 'carried'] as const;
+const parameter = z
+  .object({
+    kind: z.literal('parameter'),
+    name: z.string(),
+    value: finite,
+    /** 's' for a time, absent for a dimensionless number. */
+    unit: z.enum(['s']).optional(),
+    origin: z.enum(PARAMETER_ORIGINS),
+    sigma: nonNeg.optional(),
+    /** The cell a fitted or carried value came from. */
+    from: z.string().optional(),
+    ...common,
+  })
+  .strict();
+
 export const factSchema = z.discriminatedUnion('kind', [
+  engine,
+  parameter,
   latency,
   throughput,
   requestRate,

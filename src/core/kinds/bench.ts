@@ -11,6 +11,7 @@ import type { ReportSpec } from '../bench/report';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
+import type { Fact } from '../facts';
 import { parseSloKey, SLO_METRICS, sloOf } from '../facts/stat';
 import type { CellWorkload } from '../workload/cell';
 import { expectedPrefixHitRate } from '../workload/plan';
@@ -160,6 +161,16 @@ const base = {
     .default(true)
     .describe("Read the server's /metrics before and after each point (prefix-cache hits, preemptions)."),
   records: z.boolean().default(true).describe("Keep every request's record in the notebook."),
+  predicted: z
+    .string()
+    .min(1)
+    .default('auto')
+    .describe(
+      'The serving prediction each point is judged against: auto (the latest predict: serving above of the same shape and setup, else one run here in virtual time), the name of a predict: serving cell, or none.',
+    ),
+  tolerance: quantity('ratio', { min: 0 })
+    .optional()
+    .describe('How far measured may be from predicted and still be within (default 10%).'),
 };
 
 const sweepSchema = z
@@ -402,16 +413,55 @@ async function run(cell: Cell, ctx: RunContext) {
     },
   });
   await chain;
+  const values = benchValues(result, spec);
+  const facts = benchFacts(values, cell);
+  // Measured beside predicted: the verdict per point, with the causes the run's evidence names.
+  const { benchVerdict, predictedCurve } = await import('../explain/bench');
+  // A verdict that could not be made is a note fact (the bench-note rule says it), never a lost measurement.
+  const verdictNotes: Fact[] = [];
+  let verdict: Awaited<ReturnType<typeof benchVerdict>>;
+  // A cancelled run keeps what it measured and judges nothing; a verdict that fails never costs the measurement.
+  if (result.points.length && !ctx.signal.aborted)
+    try {
+      verdict = await benchVerdict(
+        {
+          input: Math.round(means.input),
+          output: Math.round(means.output),
+          loop: open ? 'open' : 'closed',
+          points: result.points.map((p) => (open ? p.rate! : p.concurrency!)),
+          workload,
+          requests: requests ?? Math.max(1, ...result.points.map((p) => p.metrics.completed + p.metrics.failed)),
+          predicted: cell.predicted,
+          tolerance: cell.tolerance?.value,
+        },
+        facts,
+        ctx,
+      );
+    } catch (e) {
+      if (!ctx.signal.aborted)
+        verdictNotes.push({
+          kind: 'note',
+          text: `no verdict against a prediction: ${(e as Error).message}`,
+          at: ['predicted'],
+          source: 'bench',
+        });
+    }
+  if (verdict) values.verdict = verdict.values;
+  // The plot draws the prediction the verdict used when it came from a cell above, else the one in force as before.
+  const drawn =
+    verdict?.prediction.origin === 'above'
+      ? predictedCurve(verdict.prediction)
+      : (predicted ?? (verdict && predictedCurve(verdict.prediction)));
   const outputs: CellOutput[] = [
     summaryTable(result, spec, title),
+    ...(verdict ? [verdict.output] : []),
     runFacts(result, spec),
-    ...(await benchPlots(result, spec, predicted)),
+    ...(await benchPlots(result, spec, drawn)),
   ];
   const rec = recordsOutput(result);
   if (rec) outputs.push(rec);
-  const values = benchValues(result, spec);
   // Its findings are check rules over these facts (checks/bench.ts, checks/method.ts), made by the engine.
-  return { values, facts: benchFacts(values, cell), outputs };
+  return { values, facts: [...facts, ...verdictNotes], outputs };
 }
 
 export const benchSweepKind: KindModule<Cell> = {

@@ -4,7 +4,7 @@
  * the prefix-cache hit rate and the request lengths; for the run, the RTT, the seeds and the
  * sampling knobs. Kept apart from bench/report.ts so that reading a saved notebook loads no client.
  */
-import { MAX_ERROR_MESSAGES, STOP_REASONS, type Fact, type Point } from '../facts';
+import { MAX_ERROR_MESSAGES, STOP_REASONS, type Fact, type FactOf, type Point } from '../facts';
 import { fin, latencyFacts, statsOf } from '../facts/make';
 import { LATENCY_METRICS, type LatencyMetric } from '../facts/stat';
 
@@ -59,6 +59,17 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
     if (input !== undefined) out.push({ kind: 'tokens', metric: 'prompt', tokens: input, ...common });
     if (output !== undefined) out.push({ kind: 'tokens', metric: 'output', tokens: output, ...common });
     out.push(...pointQualityFacts(p, common));
+    // What the server's engine did over the point (explain/causes.ts names gaps from it).
+    const eng = (metric: FactOf<'engine'>['metric'], v: unknown, src = 'server /metrics') => {
+      const x = fin(v);
+      if (x !== undefined && x >= 0) out.push({ kind: 'engine', metric, value: x, ...common, source: src });
+    };
+    eng('preemptions', server.preemptions_delta);
+    eng('waiting_peak', server.waiting_peak);
+    eng('running_peak', server.running_peak);
+    eng('kv_usage_peak', server.kv_usage_peak);
+    const late = isObj(server.sim_lateness) ? server.sim_lateness : undefined;
+    if (late && isObj(late.over_share)) eng('sim_late_share', late.over_share['10'], 'simulator /metrics');
   });
   // A probe that is not quoted (it exceeds a TTFT it should be inside) states no RTT for the rules to read.
   const unreliable = isObj(values.rtt_ms) && values.rtt_ms.reliable === false;

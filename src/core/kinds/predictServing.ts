@@ -8,9 +8,9 @@ import { z } from 'zod';
 import type { PointMetrics } from '../bench/metrics';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
-import type { KindModule } from '../engine/types';
+import type { KindModule, RunContext, Setup } from '../engine/types';
 import { fitFindings } from '../checks/fit';
-import { factAbove, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
+import { factAbove, factSchema, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { benchCellFacts } from './benchFacts';
 import { finding, type Finding } from '../findings';
@@ -27,7 +27,7 @@ import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords } from './predictShared';
 import { loadCellWorkload, plannerFor, replayRate } from '../workload/cell';
-import { meanLength } from '../workload/plan';
+import { meanLength, type RequestPlanner } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
 
 const schema = z
@@ -151,7 +151,7 @@ const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object
  * What a serving prediction states: the predicted throughput curve (what a bench plot draws as the
  * prediction), and per point every latency stat, throughputs, Little's law and prefix-cache hits.
  */
-function servingFacts(values: Record<string, unknown>): Fact[] {
+export function servingFacts(values: Record<string, unknown>): Fact[] {
   const source = 'predict: serving';
   const points = (Array.isArray(values.points) ? values.points : []).filter(isObj);
   const open = values.loop === 'open';
@@ -182,6 +182,8 @@ function servingFacts(values: Record<string, unknown>): Fact[] {
       out.push({ kind: 'little', predicted, observed, ...(requests === undefined ? {} : { requests }), ...common });
     const hit = fin(p.prefix_hit_rate);
     if (hit !== undefined) out.push({ kind: 'prefix-hits', rate: hit, ...common });
+    const pre = fin(p.preemptions);
+    if (pre !== undefined && pre >= 0) out.push({ kind: 'engine', metric: 'preemptions', value: pre, ...common });
   });
   if (curve.length)
     out.unshift({
@@ -197,7 +199,49 @@ function servingFacts(values: Record<string, unknown>): Fact[] {
   const output = fin(values.output);
   if (input !== undefined) out.push({ kind: 'tokens', metric: 'prompt', tokens: input, source });
   if (output !== undefined) out.push({ kind: 'tokens', metric: 'output', tokens: output, source });
+  // The model's free parameters as they were set (a calibration's fitted ones with their σ).
+  for (const q of Array.isArray(values.parameters) ? values.parameters : []) {
+    const r = parameterFact.safeParse({ kind: 'parameter', ...(isObj(q) ? q : {}), source });
+    if (r.success) out.push(r.data);
+  }
+  const su = isObj(values.setup) ? values.setup : undefined;
+  if (su) {
+    const r = setupFact.safeParse({ kind: 'setup', ...su, source });
+    if (r.success) out.push(r.data);
+  }
   return out;
+}
+
+const parameterFact = factSchema.refine((f) => f.kind === 'parameter');
+const setupFact = factSchema.refine((f) => f.kind === 'setup');
+
+/** The setup a prediction was made for, as its setup fact states it. */
+export function setupValues(setup: Setup) {
+  return {
+    name: setup.name,
+    gpu: setup.gpu.id,
+    model: setup.model.id,
+    weights: setup.weights,
+    kv_cache: setup.kvCache,
+    params_total: setup.model.params.total,
+    params_active: setup.model.params.active,
+  };
+}
+
+/** The serving model's free parameters as a prediction used them, saved in its values. */
+export function parameterValues(
+  cfg: { stepOverheadS: number; prefillMfu: number },
+  given: { stepOverheadS?: number; prefillMfu?: number },
+): { name: string; value: number; unit?: 's'; origin: 'default' | 'given' }[] {
+  return [
+    {
+      name: 'step_overhead',
+      value: cfg.stepOverheadS,
+      unit: 's',
+      origin: given.stepOverheadS === undefined ? 'default' : 'given',
+    },
+    { name: 'prefill_mfu', value: cfg.prefillMfu, origin: given.prefillMfu === undefined ? 'default' : 'given' },
+  ];
 }
 
 export const servingKind: KindModule<Cell> = {
@@ -230,11 +274,9 @@ export const servingKind: KindModule<Cell> = {
   },
   async run(cell, ctx) {
     // The simulated engine and the metrics load only when the cell runs.
-    const [{ FORMULAS }, { ENGINE_DEFAULTS, createEngine }, { LoadRun }, { seedOf }] = await Promise.all([
+    const [{ FORMULAS }, { ENGINE_DEFAULTS }] = await Promise.all([
       import('../bench/metrics'),
       import('../sim/engine'),
-      import('../sim/load'),
-      import('../sim/rng'),
     ]);
     const setup = ctx.setup!;
     // A setup whose weights do not fit has no server to simulate: say so instead of failing.
@@ -259,103 +301,38 @@ export const servingKind: KindModule<Cell> = {
       ? undefined
       : factAbove(ctx.notebook.results, ctx.cellIndex, 'kv-pool', (f) => f.tokens !== undefined);
     const poolTokens = cell.kv_pool?.value ?? poolFact?.fact.tokens;
-    const engine = createEngine({
-      setup,
-      prefillMfu: cell.prefill_mfu,
-      stepOverheadS: cell.step_overhead?.value,
-      maxNumSeqs: cell.max_num_seqs,
-      maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
-      prefixCaching: cell.prefix_caching,
-      numGpuBlocks: poolTokens !== undefined ? Math.floor(poolTokens / 16) : undefined,
-    });
-    const cfg = engine.cfg;
-    const dp = engine.replicaCount;
     /** Where a scheduler limit came from: the setup's server, or vLLM's own default for this card. */
     const servedWords = (key: 'max_num_seqs' | 'max_num_batched_tokens') =>
       setup.server?.[key] !== undefined ? ' (setup)' : ` (vLLM's default for \`vllm serve\` on ${setup.gpu.id})`;
-    if (input + output > cfg.maxModelLen)
-      throw new Error(
-        `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
-      );
     const closed = cell.concurrency !== undefined;
-    // A trace or a rate schedule sets its own arrivals: one point (labelled with the rate it averages)
-    // unless rates were given (they then only label points).
-    const list: number[] = closed ? cell.concurrency! : (cell.rate?.map((q) => q.value) ?? [replayRate(workload) ?? 1]);
-    const liveContext = input + output / 2;
-    const points: ServingPoint[] = [];
-    const t0 = performance.now();
-    for (let i = 0; i < list.length; i++) {
-      if (ctx.signal.aborted) throw new Error('cancelled');
-      const x = list[i];
-      const seed = cell.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : cell.seed;
-      // Run the point in slices, yielding every few ms so the host stays responsive and a cancel lands.
-      // Per-point seeds: each point takes a dataset's rows after those the points before it sent.
-      const plan = plannerFor(workload, seed, cfg.vocab, cell.seed === 'per-point' ? i * cell.requests : 0);
-      const load = new LoadRun(engine, {
+    const sim = await simulateServing(
+      setup,
+      {
+        prefillMfu: cell.prefill_mfu,
+        stepOverheadS: cell.step_overhead?.value,
+        maxNumSeqs: cell.max_num_seqs,
+        maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
+        prefixCaching: cell.prefix_caching,
+        numGpuBlocks: poolTokens !== undefined ? Math.floor(poolTokens / 16) : undefined,
+      },
+      {
         input,
         output,
-        // A trace's rows, a schedule's arrivals; else the cell's count.
-        requests: plan && Number.isFinite(plan.size) ? plan.size : cell.requests,
-        seed,
-        plan,
+        // A trace or a rate schedule sets its own arrivals: one point (labelled with the rate it averages)
+        // unless rates were given (they then only label points).
+        ...(closed
+          ? { concurrency: cell.concurrency! }
+          : { rate: cell.rate?.map((q) => q.value) ?? [replayRate(workload) ?? 1] }),
+        requests: cell.requests,
+        seed: cell.seed,
         ignoreEos: cell.ignore_eos,
-        ...(closed ? { concurrency: x } : { rate: x }),
-        // Summarized as it runs: no point holds every output token's time (exact below the sketch threshold).
-        metricsOnly: true,
-      });
-      let sliceStart = performance.now();
-      let lastReport = -Infinity;
-      while (!load.advance(256)) {
-        const now = performance.now();
-        if (now - sliceStart < SLICE_MS) continue;
-        if (now - lastReport > 100) {
-          lastReport = now;
-          ctx.progress({
-            message: `${closed ? 'concurrency' : 'rate'} ${x}: ${load.done} of ${load.N} requests`,
-            fraction: (i + load.done / Math.max(1, load.N)) / list.length,
-          });
-        }
-        await yieldNow();
-        if (ctx.signal.aborted) throw new Error('cancelled');
-        sliceStart = performance.now();
-      }
-      const r = load.result();
-      // Latencies from the send time, which in the simulator is the scheduled time (open loop) too.
-      const m = load.metrics!.result({ observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 });
-      // Per replica: a data-parallel endpoint spreads the load over dp engines.
-      const batch = closed ? Math.max(1, x / dp) : Math.max(1, r.meanBatch);
-      const roofRow = decodeRoofline(setup, liveContext, [batch]).rows[0];
-      const roof = { ...roofRow, aggregate_tok_s: roofRow.aggregate_tok_s * dp };
-      const withOverhead = (dp * batch) / (roof.step_ms / 1000 + cfg.stepOverheadS);
-      const sim = m.output_throughput;
-      const d = (r.durationS || 1) * dp;
-      points.push({
-        loop: closed ? 'closed' : 'open',
-        ...(closed ? { concurrency: x } : { rate: x }),
-        seed,
-        metrics: m,
-        prefix_hit_rate: r.prefixQueries > 0 ? r.prefixHits / r.prefixQueries : 0,
-        preemptions: r.preemptions,
-        mean_batch: r.meanBatch,
-        roofline_tok_s: roof.aggregate_tok_s,
-        roofline_with_overhead_tok_s: withOverhead,
-        simulated_tok_s: sim,
-        overhead_loss_tok_s: roof.aggregate_tok_s - withOverhead,
-        prefill_loss_tok_s: withOverhead - sim,
-        time_share: {
-          decode: r.time.decodeS / d,
-          prefill: r.time.prefillS / d,
-          overhead: r.time.overheadS / d,
-          idle: r.time.idleS / d,
-        },
-        little_error: m.little.error ?? NaN,
-      });
-      ctx.progress({
-        message: `${closed ? 'concurrency' : 'rate'} ${x}: ${fmtNum(sim, 0)} tok/s`,
-        fraction: (i + 1) / list.length,
-      });
-    }
-    const simMs = performance.now() - t0;
+        // Per-point seeds: each point takes a dataset's rows after those the points before it sent.
+        planner: (seed, vocab, i) =>
+          plannerFor(workload, seed, vocab, cell.seed === 'per-point' ? i * cell.requests : 0),
+      },
+      ctx,
+    );
+    const { points, cfg, engine, simMs, liveContext } = sim;
 
     const xLabel = closed ? 'concurrency' : 'rate (req/s)';
     const xOf = (p: ServingPoint) => (closed ? p.concurrency! : p.rate!);
@@ -517,6 +494,8 @@ export const servingKind: KindModule<Cell> = {
         defaults: ENGINE_DEFAULTS,
       },
       points,
+      parameters: parameterValues(cfg, { stepOverheadS: cell.step_overhead?.value, prefillMfu: cell.prefill_mfu }),
+      setup: setupValues(setup),
       simulated_ms: simMs,
     };
     return {
@@ -526,3 +505,129 @@ export const servingKind: KindModule<Cell> = {
     };
   },
 };
+
+/** The serving model's knobs a cell (or a calibration) sets; the rest come from the setup and ENGINE_DEFAULTS. */
+export interface ServingParams {
+  prefillMfu?: number;
+  stepOverheadS?: number;
+  maxNumSeqs?: number;
+  maxNumBatchedTokens?: number;
+  prefixCaching?: boolean;
+  numGpuBlocks?: number;
+}
+
+/** The load a serving simulation runs: one point per concurrency (closed loop) or rate (open loop). */
+export interface ServingShape {
+  input: number;
+  output: number;
+  concurrency?: number[];
+  rate?: number[];
+  requests: number;
+  seed: 'per-point' | number;
+  ignoreEos?: boolean;
+  /** The workload's requests per point seed (workload/plan.ts); none: fixed-length random prompts. */
+  planner?: (seed: number, vocab: number, pointIndex: number) => RequestPlanner | undefined;
+}
+
+/**
+ * Run the simulated engine in virtual time over every point of a shape, in slices that yield to the
+ * event loop (a cancel lands, the host stays responsive). What `predict: serving` shows, what a
+ * bench runs as its own prediction, and what a calibration evaluates at each trial.
+ */
+export async function simulateServing(
+  setup: Setup,
+  params: ServingParams,
+  shape: ServingShape,
+  hooks: { signal?: AbortSignal; progress?: RunContext['progress'] } = {},
+) {
+  const [{ createEngine }, { LoadRun }, { seedOf }] = await Promise.all([
+    import('../sim/engine'),
+    import('../sim/load'),
+    import('../sim/rng'),
+  ]);
+  const { input, output } = shape;
+  const engine = createEngine({ setup, ...params });
+  const cfg = engine.cfg;
+  const dp = engine.replicaCount;
+  if (input + output > cfg.maxModelLen)
+    throw new Error(
+      `input + output = ${input + output} tokens is over max_model_len ${cfg.maxModelLen}: shorten them or raise max_model_len in the setup`,
+    );
+  const closed = shape.concurrency !== undefined;
+  const list: number[] = closed ? shape.concurrency! : (shape.rate ?? [1]);
+  const liveContext = input + output / 2;
+  const points: ServingPoint[] = [];
+  const t0 = performance.now();
+  const progress = hooks.progress ?? (() => undefined);
+  for (let i = 0; i < list.length; i++) {
+    if (hooks.signal?.aborted) throw new Error('cancelled');
+    const x = list[i];
+    const seed = shape.seed === 'per-point' ? seedOf(`serving:${i}:${x}`) : shape.seed;
+    // Run the point in slices, yielding every few ms so the host stays responsive and a cancel lands.
+    const plan = shape.planner?.(seed, cfg.vocab, i);
+    const load = new LoadRun(engine, {
+      input,
+      output,
+      // A trace's rows, a schedule's arrivals; else the shape's count.
+      requests: plan && Number.isFinite(plan.size) ? plan.size : shape.requests,
+      seed,
+      plan,
+      ignoreEos: shape.ignoreEos ?? true,
+      ...(closed ? { concurrency: x } : { rate: x }),
+      // Summarized as it runs: no point holds every output token's time (exact below the sketch threshold).
+      metricsOnly: true,
+    });
+    let sliceStart = performance.now();
+    let lastReport = -Infinity;
+    while (!load.advance(256)) {
+      const now = performance.now();
+      if (now - sliceStart < SLICE_MS) continue;
+      if (now - lastReport > 100) {
+        lastReport = now;
+        progress({
+          message: `${closed ? 'concurrency' : 'rate'} ${x}: ${load.done} of ${load.N} requests`,
+          fraction: (i + load.done / Math.max(1, load.N)) / list.length,
+        });
+      }
+      await yieldNow();
+      if (hooks.signal?.aborted) throw new Error('cancelled');
+      sliceStart = performance.now();
+    }
+    const r = load.result();
+    // Latencies from the send time, which in the simulator is the scheduled time (open loop) too.
+    const m = load.metrics!.result({ observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 });
+    // Per replica: a data-parallel endpoint spreads the load over dp engines.
+    const batch = closed ? Math.max(1, x / dp) : Math.max(1, r.meanBatch);
+    const roofRow = decodeRoofline(setup, liveContext, [batch]).rows[0];
+    const roof = { ...roofRow, aggregate_tok_s: roofRow.aggregate_tok_s * dp };
+    const withOverhead = (dp * batch) / (roof.step_ms / 1000 + cfg.stepOverheadS);
+    const tok = m.output_throughput;
+    const d = (r.durationS || 1) * dp;
+    points.push({
+      loop: closed ? 'closed' : 'open',
+      ...(closed ? { concurrency: x } : { rate: x }),
+      seed,
+      metrics: m,
+      prefix_hit_rate: r.prefixQueries > 0 ? r.prefixHits / r.prefixQueries : 0,
+      preemptions: r.preemptions,
+      mean_batch: r.meanBatch,
+      roofline_tok_s: roof.aggregate_tok_s,
+      roofline_with_overhead_tok_s: withOverhead,
+      simulated_tok_s: tok,
+      overhead_loss_tok_s: roof.aggregate_tok_s - withOverhead,
+      prefill_loss_tok_s: withOverhead - tok,
+      time_share: {
+        decode: r.time.decodeS / d,
+        prefill: r.time.prefillS / d,
+        overhead: r.time.overheadS / d,
+        idle: r.time.idleS / d,
+      },
+      little_error: m.little.error ?? NaN,
+    });
+    progress({
+      message: `${closed ? 'concurrency' : 'rate'} ${x}: ${fmtNum(tok, 0)} tok/s`,
+      fraction: (i + 1) / list.length,
+    });
+  }
+  return { points, cfg, engine, dp, liveContext, simMs: performance.now() - t0 };
+}
