@@ -256,3 +256,39 @@ test("the bench kind makes no finding itself; a vLLM server that rejects the set
     await s.close();
   }
 });
+
+test('predict: serving states facts and the rules speak once: the fixed-seed trap, and a setup whose weights do not fit', async () => {
+  const { analyzeCells } = await import('../../src/core/engine/engine');
+  const { runChecks } = await import('../../src/core/checks');
+  const nb = createNotebookContext('.', {});
+  await runCell('setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', 0, nb);
+  const trap = 'predict: serving\ninput: 200\noutput: 8\nconcurrency: [2, 4]\nrequests: 8\nseed: 42';
+  // As the user types: one finding for the trap (the kind had its own copy beside the rule).
+  const typed = analyzeCells(['setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', trap], '.')[1];
+  assert.equal(typed.filter((f) => f.code === 'fixed-seed-prefix-cache').length, 1);
+  const ran = await runCell(trap, 1, nb);
+  assert.ok(ran.ok, ran.error?.message);
+  assert.equal(ran.findings.filter((f) => f.code === 'fixed-seed-prefix-cache').length, 1);
+  assert.deepEqual(ran.findings.find((f) => f.code === 'fixed-seed-prefix-cache')!.path, ['seed']);
+
+  // Weights that do not fit: the kind simulates nothing and says nothing; the weights-fit rule says it, once.
+  await runCell('setup: big\ngpu: a100-sxm4-80gb\nmodel: llama-3.1-70b', 2, nb);
+  const p = prepareCell('predict: serving\ninput: 200\noutput: 8\nconcurrency: [2]\nrequests: 4', 3, nb);
+  const out = await p.kind!.run(p.cell, {
+    notebook: nb,
+    setup: p.setup,
+    cellIndex: 3,
+    signal: new AbortController().signal,
+    progress: () => {},
+  });
+  assert.deepEqual(out.findings ?? [], []);
+  const checked = runChecks({
+    kind: 'predict: serving',
+    cell: p.cell,
+    facts: out.facts,
+    setup: p.setup,
+    notebook: nb,
+    cellIndex: 3,
+  });
+  assert.equal(checked.filter((f) => f.code === 'weights-do-not-fit').length, 1);
+});

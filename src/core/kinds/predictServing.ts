@@ -13,7 +13,6 @@ import { fitFindings } from '../checks/fit';
 import { factAbove, factSchema, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { benchCellFacts } from './benchFacts';
-import { finding, type Finding } from '../findings';
 import {
   decodeRoofline,
   dollarsPerMtok,
@@ -253,25 +252,7 @@ export const servingKind: KindModule<Cell> = {
   needsSetup: true,
   migrate: (values, cell) => [...servingFacts(values), ...benchCellFacts(cell)],
   statedFacts: benchCellFacts,
-  analyze(cell) {
-    const out: Finding[] = [];
-    const points = (cell.concurrency ?? cell.rate ?? []).length;
-    if (typeof cell.seed === 'number' && points > 1 && cell.prefix_caching !== false)
-      out.push(
-        finding(
-          'warning',
-          'fixed-seed-prefix-cache',
-          `seed: ${cell.seed} regenerates the same prompts at every point, so points after the first are served from the prefix cache (TTFT below the prefill floor).`,
-          ['seed'],
-          {
-            cause: 'The prefix-cache trap: one fixed seed across sweep points.',
-            fix: 'write "seed: per-point", or "prefix_caching: false"',
-            quickFix: { title: 'Use per-point seeds', edit: { path: ['seed'], value: 'per-point' } },
-          },
-        ),
-      );
-    return out;
-  },
+  // The fixed-seed prefix-cache trap is the checks module's rule (fixed-seed-prefix-cache), over the seed fact.
   async run(cell, ctx) {
     // The simulated engine and the metrics load only when the cell runs.
     const [{ FORMULAS }, { ENGINE_DEFAULTS }] = await Promise.all([
@@ -291,7 +272,7 @@ export const servingKind: KindModule<Cell> = {
             'Nothing was simulated: a server with this setup cannot start.',
           ),
         ],
-        findings: unfit,
+        // The findings themselves are the weights-fit rule's (checks/fit.ts), made once by the engine.
       };
     const workload = await loadCellWorkload(cell, ctx.notebook);
     const input = Math.round(meanLength(cell.input, workload.loaded.input));
