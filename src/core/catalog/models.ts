@@ -25,6 +25,25 @@ const CONFIGS: { id: string; name: string; repo: string; config: HfConfig }[] = 
     },
   },
   {
+    // A draft model for Qwen3-8B's speculative decoding (same tokenizer and vocabulary).
+    id: 'qwen3-0.6b',
+    name: 'Qwen3-0.6B',
+    repo: 'Qwen/Qwen3-0.6B',
+    config: {
+      model_type: 'qwen3',
+      hidden_size: 1024,
+      num_hidden_layers: 28,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      intermediate_size: 3072,
+      vocab_size: 151936,
+      tie_word_embeddings: true,
+      max_position_embeddings: 40960,
+      attention_bias: false,
+    },
+  },
+  {
     id: 'qwen3-32b',
     name: 'Qwen3-32B',
     repo: 'Qwen/Qwen3-32B',

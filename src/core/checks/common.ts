@@ -3,6 +3,8 @@ import type { Setup } from '../engine/types';
 import type { CellPath, RelatedInfo } from '../findings';
 import { computePeak, decodeFloorSeconds, kvBytesPerToken, prefillFloorSimple, weightsReadPerStep } from '../physics';
 import { kvPool, type KvPool } from '../physics/kvPool';
+import { expectedTokensPerStep } from '../physics/speculative';
+import { acceptanceOf, speculativeSetupSchema } from '../kinds/speculativeKeys';
 import { GiB } from '../units';
 import { serverKnob } from './measurements';
 import type { CheckInput } from './types';
@@ -41,6 +43,25 @@ export interface Bounds {
   peak: number;
   kvBytesPerToken: number;
   pool: KvPool;
+  /**
+   * A setup whose server decodes speculatively (`speculative: {k, acceptance}`): a step emits up to
+   * k + 1 tokens, E on average, so a TPOT may beat the decode floor down to floor / E (expected)
+   * and never below floor / (k + 1).
+   */
+  speculative?: { k: number; tokensPerStep?: number; expectedFloor?: number; hardFloor: number };
+}
+
+/** A setup's speculative decoding (its `speculative:` key), as the decode-floor bounds use it. */
+function speculativeBounds(setup: Setup, decodeFloor: number): Bounds['speculative'] {
+  const r = speculativeSetupSchema.safeParse(setup.server?.speculative);
+  if (!r.success) return undefined;
+  const { k, acceptance } = r.data;
+  const E = acceptance === undefined ? undefined : expectedTokensPerStep(k, acceptanceOf(acceptance));
+  return {
+    k,
+    hardFloor: decodeFloor / (k + 1),
+    ...(E !== undefined ? { tokensPerStep: E, expectedFloor: decodeFloor / E } : {}),
+  };
 }
 
 export function bounds(setup: Setup): Bounds {
@@ -60,6 +81,7 @@ export function bounds(setup: Setup): Bounds {
       gpuMemoryUtilization: serverKnob(setup, 'gpu_memory_utilization'),
       maxModelLen: serverKnob(setup, 'max_model_len'),
     }),
+    speculative: speculativeBounds(setup, decodeFloor),
   };
 }
 

@@ -3,11 +3,11 @@
  * TPOT or step below the decode step floor, a per-user rate above the bandwidth ceiling, an
  * aggregate above the compute roof, and a network RTT that is a large share of TTFT.
  */
-import { finding, type Finding } from '../findings';
-import { bounds, pct, sameCell, setupRelated, setupWords, short, time } from './common';
+import { finding, type CellPath, type Finding } from '../findings';
+import { bounds, pct, sameCell, setupRelated, setupWords, short, time, type Bounds } from './common';
 import { statQuantile, statWords } from '../facts';
 import { central, latencies, measurementsOf, pathOf, type Latency, type MKey } from './measurements';
-import type { CheckRule } from './types';
+import type { CheckInput, CheckRule } from './types';
 
 /** Stats at or below the median: where a time below a floor is impossible, not a tail. */
 const atOrBelowMedian = (l: Latency) => l.stat === 'mean' || l.stat === 'min' || (statQuantile(l.stat) ?? 100) <= 50;
@@ -71,12 +71,15 @@ export const belowDecodeFloor: CheckRule = {
   codes: {
     'tpot-below-decode-floor': 'spec decode or wrong dtype?',
     'step-below-decode-floor': 'spec decode or wrong dtype?',
+    'tpot-below-speculative-floor': 'faster than k + 1 tokens a step',
+    'tpot-beats-speculative-acceptance': 'acceptance above the setup’s',
   },
   check(input) {
     const setup = input.setup;
     if (!setup) return [];
     const b = bounds(setup);
     const out: Finding[] = [];
+    const spec = b.speculative;
     for (const m of measurementsOf(input)) {
       for (const metric of ['tpot', 'step'] as const) {
         const below = latencies(m, metric).filter((l) => atOrBelowMedian(l) && l.s < b.decodeFloor);
@@ -84,6 +87,19 @@ export const belowDecodeFloor: CheckRule = {
           const t = l.s;
           const label =
             metric === 'step' ? (l.stat === 'mean' ? 'Step time' : `Step time ${l.stat}`) : statWords('tpot', l.stat);
+          // A speculative server's TPOT may beat the floor: by E on average, k + 1 at most (a step time may not).
+          if (spec && metric === 'tpot') {
+            const f = speculativeFinding(
+              input,
+              spec,
+              b.decodeFloor,
+              t,
+              `${label} ${time(t)}${m.label}`,
+              l.path ?? m.at,
+            );
+            if (f) out.push(f);
+            continue;
+          }
           const code = `${metric}-below-decode-floor`;
           out.push(
             finding(
@@ -107,6 +123,50 @@ export const belowDecodeFloor: CheckRule = {
     return out;
   },
 };
+
+/**
+ * A TPOT under the decode floor on a speculative server (setup `speculative: {k, acceptance}`):
+ * below floor / (k + 1) no acceptance explains it (a warning); between that and floor / E the
+ * server accepted more than the setup says (information); above floor / E it is what speculation
+ * buys (no finding).
+ */
+function speculativeFinding(
+  input: CheckInput,
+  spec: NonNullable<Bounds['speculative']>,
+  floor: number,
+  t: number,
+  what: string,
+  path: CellPath,
+): Finding | undefined {
+  const related = setupRelated(input, `speculative: k = ${spec.k}`, ['speculative']);
+  if (t < spec.hardFloor)
+    return finding(
+      'warning',
+      'tpot-below-speculative-floor',
+      `${what} is below ${time(spec.hardFloor)}, the decode floor ${time(floor)} / (k + 1 = ${spec.k + 1}): even a step that accepted every one of its ${spec.k} draft tokens emits only ${spec.k + 1}.`,
+      path,
+      {
+        cause:
+          'A wrong model (a smaller one served than the setup names), output tokens counted per chunk instead of from usage, weights of another dtype, or more draft tokens than the setup says.',
+        fix: `Check the served model, dtype and num_speculative_tokens against the setup (speculative: {k: ${spec.k}}); take output tokens from usage.completion_tokens.`,
+        related,
+      },
+    );
+  if (spec.expectedFloor !== undefined && t < spec.expectedFloor)
+    return finding(
+      'info',
+      'tpot-beats-speculative-acceptance',
+      `${what} is below ${time(spec.expectedFloor)}, the decode floor ${time(floor)} / ${short(spec.tokensPerStep!)} expected tokens per step: the drafts were accepted more often than the setup's acceptance says.`,
+      path,
+      {
+        cause:
+          "The workload's acceptance is higher than the setup states (repetitive or easy text, a draft closer to the target).",
+        fix: 'Measure it: Δvllm:spec_decode_num_accepted_tokens_total / Δvllm:spec_decode_num_draft_tokens_total over the point (the bench shows it), and write that acceptance in the setup.',
+        related,
+      },
+    );
+  return undefined;
+}
 
 export const perUserAboveCeiling: CheckRule = {
   id: 'per-user-above-bandwidth-ceiling',

@@ -112,8 +112,11 @@ const prefixHits = z.object({ kind: z.literal('prefix-hits'), rate: nonNeg, ...c
 
 const weights = z.object({ kind: z.literal('weights'), bytes: nonNeg, ...common }).strict();
 
-/** Lower bounds on a time: the prefill compute floor (simple, strict) and the decode step floor. */
-export const FLOOR_METRICS = ['prefill', 'prefill-strict', 'decode-step'] as const;
+/**
+ * Lower bounds on a time: the prefill compute floor (simple, strict), the decode step floor, and the
+ * TPOT floor with speculative decoding (the decode floor / expected tokens per target step).
+ */
+export const FLOOR_METRICS = ['prefill', 'prefill-strict', 'decode-step', 'tpot-speculative'] as const;
 const floor = z
   .object({
     kind: z.literal('floor'),

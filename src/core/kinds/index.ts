@@ -11,6 +11,7 @@ import { importKind } from './import';
 import { kvPoolKind } from './predictKvPool';
 import { rooflineKind } from './predictRoofline';
 import { servingKind } from './predictServing';
+import { speculativeKind } from './predictSpeculative';
 import { setupKind } from './setup';
 
 export const KINDS: KindModule[] = [
@@ -22,6 +23,7 @@ export const KINDS: KindModule[] = [
   recordKind,
   compareKind,
   servingKind,
+  speculativeKind,
   auditKind,
   auditEnvironmentKind,
   benchSweepKind,

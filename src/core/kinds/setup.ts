@@ -4,6 +4,7 @@
  */
 import * as path from 'node:path';
 import { z } from 'zod';
+import { speculativeSetupSchema } from './speculativeKeys';
 import {
   DTYPES,
   findGpu,
@@ -400,6 +401,12 @@ const schema = z
     max_num_seqs: z.number().int().positive().optional(),
     max_num_batched_tokens: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     prefix_caching: z.boolean().optional(),
+    /**
+     * The server decodes speculatively: k draft tokens a step (vLLM's num_speculative_tokens) and,
+     * if known, their acceptance (one rate, or per-position rates). The decode-floor checks then
+     * allow a TPOT down to the floor / expected tokens per step (physics/speculative.ts).
+     */
+    speculative: speculativeSetupSchema.optional(),
   })
   .strict();
 

@@ -1,0 +1,138 @@
+/**
+ * Speculative decoding (issue 16 item 5): `predict: speculative` and the decode-floor checks on a
+ * speculative server. Qwen3-8B bf16 on an A100 SXM4 80GB (decode floor 8.03 ms), Qwen3-0.6B as
+ * the draft.
+ */
+import assert from 'node:assert/strict';
+import * as os from 'node:os';
+import { describe, test } from 'node:test';
+import { findGpu, findModel } from '../../src/core/catalog';
+import { analyzeCells, createNotebookContext, runCell } from '../../src/core/engine/engine';
+import type { Setup } from '../../src/core/engine/types';
+import type { Finding } from '../../src/core/findings';
+import { acceptanceProblem, expectedTokensPerStep } from '../../src/core/physics/speculative';
+import { SimEngine } from '../../src/core/sim/engine';
+
+describe('expected tokens per target step', () => {
+  test('one rate α: (1 − α^(k+1)) / (1 − α), the same as its per-position rates α, α², …', () => {
+    const a = 0.7;
+    assert.equal(expectedTokensPerStep(4, a).toFixed(6), ((1 - a ** 5) / (1 - a)).toFixed(6));
+    assert.equal(
+      expectedTokensPerStep(4, [a, a ** 2, a ** 3, a ** 4]).toFixed(9),
+      expectedTokensPerStep(4, a).toFixed(9),
+    );
+    // Every draft accepted: k + 1 tokens; none: the bonus token alone.
+    assert.equal(expectedTokensPerStep(4, 1), 5);
+    assert.equal(expectedTokensPerStep(4, 0), 1);
+    // Measured per-position rates (vLLM's "Per-position acceptance rate"): 1 + their sum.
+    assert.equal(expectedTokensPerStep(3, [0.8, 0.5, 0.3]).toFixed(9), (2.6).toFixed(9));
+  });
+
+  test('per-position rates that rise, or one too few, are refused with what to write', () => {
+    assert.match(acceptanceProblem(3, [0.5, 0.6, 0.2])!, /cannot rise/);
+    assert.match(acceptanceProblem(3, [0.5, 0.4])!, /one per draft position/);
+    assert.match(acceptanceProblem(3, 1.2)!, /\[0, 1\]/);
+    assert.equal(acceptanceProblem(3, [0.8, 0.5, 0.3]), undefined);
+  });
+});
+
+async function predict(body: string) {
+  const ctx = createNotebookContext(process.cwd(), {});
+  assert.ok((await runCell('setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n', 0, ctx)).ok);
+  return runCell(`predict: speculative\n${body}`, 1, ctx);
+}
+
+interface Row {
+  batch: number;
+  plain_step_ms: number;
+  speedup: number;
+  verify_bound: string;
+}
+
+describe('predict: speculative', () => {
+  test('k = 4 at α = 0.7 with Qwen3-0.6B: 2.77 tokens a step, a speedup under that bound that falls with batch and ends', async () => {
+    const r = await predict('k: 4\nacceptance: 70%\ndraft: qwen3-0.6b\ncontext: 1k tokens\n');
+    assert.ok(r.ok, JSON.stringify(r.error ?? r.findings));
+    const v = r.values as {
+      tokens_per_step: number;
+      speedup_bound: number;
+      spec_tpot_floor_ms: number;
+      decode_floor_ms: number;
+      compute_bound_batch?: number;
+      break_even_batch?: number;
+      rows: Row[];
+    };
+    assert.equal(v.tokens_per_step.toFixed(4), '2.7731');
+    assert.equal(v.speedup_bound, v.tokens_per_step);
+    // The TPOT floor with speculation is the decode floor over E.
+    assert.equal(v.spec_tpot_floor_ms.toFixed(6), (v.decode_floor_ms / v.tokens_per_step).toFixed(6));
+    const [b1] = v.rows;
+    assert.equal(b1.batch, 1);
+    assert.ok(b1.speedup > 1 && b1.speedup < v.speedup_bound, `batch-1 speedup ${b1.speedup}`);
+    // The plain step is the simulator's own batch-1 decode step.
+    const setup: Setup = {
+      name: 's',
+      gpu: findGpu('a100-sxm4-80gb')!,
+      model: findModel('qwen3-8b')!,
+      weights: 'bf16',
+      kvCache: 'bf16',
+    };
+    assert.equal(b1.plain_step_ms.toFixed(6), (new SimEngine({ setup }).decodeStepTime(1000, 1) * 1e3).toFixed(6));
+    for (let i = 1; i < v.rows.length; i++) assert.ok(v.rows[i].speedup < v.rows[i - 1].speedup);
+    // Where it stops paying: after the verify step has turned compute-bound.
+    assert.ok(v.compute_bound_batch !== undefined && v.break_even_batch !== undefined);
+    assert.ok(v.compute_bound_batch < v.break_even_batch);
+    const last = v.rows[v.rows.length - 1];
+    assert.equal(last.verify_bound, 'compute');
+    assert.ok(last.speedup < 1);
+    // The facts: a per-user curve each way and the speculative TPOT floor.
+    assert.ok(r.facts.some((f) => f.kind === 'floor' && f.metric === 'tpot-speculative'));
+    assert.equal(r.facts.filter((f) => f.kind === 'curve').length, 2);
+  });
+
+  test('a better draft (higher acceptance) pays up to a larger batch', async () => {
+    const at = async (a: number) =>
+      (
+        (await predict(`k: 4\nacceptance: ${a}\ndraft: qwen3-0.6b\ncontext: 1k tokens\n`)).values as {
+          break_even_batch: number;
+        }
+      ).break_even_batch;
+    assert.ok((await at(0.9)) > (await at(0.5)));
+  });
+
+  test('an unknown draft and rising per-position rates are errors at their keys', async () => {
+    const a = await predict('k: 2\nacceptance: 0.6\ndraft: qwen3-tiny\ncontext: 1k tokens\n');
+    assert.equal(a.ok, false);
+    assert.ok(a.findings.some((f) => f.path[0] === 'draft' && /not a model of the catalog/.test(f.message)));
+    const b = await predict('k: 2\nacceptance: [0.5, 0.7]\ndraft: {params: 500000000}\ncontext: 1k tokens\n');
+    assert.equal(b.ok, false);
+    assert.ok(b.findings.some((f) => f.path[0] === 'acceptance' && /cannot rise/.test(f.message)));
+  });
+});
+
+describe('decode-floor checks on a speculative server', () => {
+  const SPEC = 'setup: spec\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nspeculative: {k: 4, acceptance: 0.7}\n';
+  const record = (tpot: string, setupSrc = SPEC): Finding[] =>
+    analyzeCells([setupSrc, `record: r\ntpot: ${tpot}\n`], os.tmpdir())[1];
+  const codes = (fs: Finding[]) => fs.map((f) => f.code).filter((c) => /floor|speculative/.test(c));
+
+  test('a TPOT of 4 ms beats the 8.03 ms floor but not floor / E = 2.9 ms: no finding on a speculative server, a warning on a plain one', () => {
+    assert.deepEqual(codes(record('4 ms')), []);
+    assert.deepEqual(codes(record('4 ms', 'setup: plain\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n')), [
+      'tpot-below-decode-floor',
+    ]);
+  });
+
+  test('2 ms: under floor / E, so the drafts were accepted more often than the setup says (information)', () => {
+    const fs = record('2 ms');
+    assert.deepEqual(codes(fs), ['tpot-beats-speculative-acceptance']);
+    assert.equal(fs.find((f) => f.code === 'tpot-beats-speculative-acceptance')!.severity, 'info');
+    assert.match(fs[0].message, /2\.9 ms/);
+  });
+
+  test('1 ms: under floor / (k + 1) = 1.61 ms, which no acceptance explains (a warning)', () => {
+    const fs = record('1 ms');
+    assert.deepEqual(codes(fs), ['tpot-below-speculative-floor']);
+    assert.match(fs.find((f) => f.code === 'tpot-below-speculative-floor')!.message, /1\.61 ms/);
+  });
+});
