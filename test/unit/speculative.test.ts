@@ -11,7 +11,10 @@ import { analyzeCells, createNotebookContext, runCell } from '../../src/core/eng
 import type { Setup } from '../../src/core/engine/types';
 import type { Finding } from '../../src/core/findings';
 import { acceptanceProblem, expectedTokensPerStep } from '../../src/core/physics/speculative';
+import { evidence, snapshotOf } from '../../src/core/bench/prometheus';
 import { SimEngine } from '../../src/core/sim/engine';
+import { runLoad } from '../../src/core/sim/load';
+import { startSimServer } from '../../src/core/sim/server';
 
 describe('expected tokens per target step', () => {
   test('one rate α: (1 − α^(k+1)) / (1 − α), the same as its per-position rates α, α², …', () => {
@@ -134,5 +137,76 @@ describe('decode-floor checks on a speculative server', () => {
     const fs = record('1 ms');
     assert.deepEqual(codes(fs), ['tpot-below-speculative-floor']);
     assert.match(fs.find((f) => f.code === 'tpot-below-speculative-floor')!.message, /1\.61 ms/);
+  });
+});
+
+describe('the simulator decodes speculatively and reports acceptance as vLLM does', () => {
+  const specSetup = (): Setup => ({
+    name: 'spec',
+    gpu: findGpu('a100-sxm4-80gb')!,
+    model: findModel('qwen3-8b')!,
+    weights: 'bf16',
+    kvCache: 'bf16',
+    server: { speculative: { k: 4, acceptance: 0.7, draft: 'qwen3-0.6b' } },
+  });
+
+  test('batch 1: the accepted drafts follow α^i, TPOT beats the plain floor by about E, as predict: speculative says', async () => {
+    const e = new SimEngine({ setup: specSetup() });
+    const r = runLoad(e, { input: 1000, output: 2000, requests: 2, concurrency: 1, seed: 3 });
+    const s = e.spec;
+    assert.ok(s.drafts > 500, `${s.drafts} drafts`);
+    const perPos = s.acceptedPerPos.map((n) => n / s.drafts);
+    perPos.forEach((p, i) => assert.ok(Math.abs(p - 0.7 ** (i + 1)) < 0.05, `position ${i}: ${p}`));
+    const meanLen = 1 + s.acceptedTokens / s.drafts;
+    assert.ok(Math.abs(meanLen - expectedTokensPerStep(4, 0.7)) < 0.15, `mean acceptance length ${meanLen}`);
+    // Every request still gets exactly its output tokens.
+    assert.deepEqual(
+      r.records.map((x) => x.outputTokens),
+      [2000, 2000],
+    );
+    const tpot = r.records.map((x) => (x.endMs - x.chunkMs[0]) / (x.outputTokens! - 1));
+    const plan = (await predict('k: 4\nacceptance: 0.7\ndraft: qwen3-0.6b\ncontext: 2k tokens\nbatch: 1\n')).values as {
+      decode_floor_ms: number;
+      rows: { per_user_spec_tok_s: number }[];
+    };
+    for (const t of tpot) {
+      assert.ok(t < plan.decode_floor_ms && t > plan.decode_floor_ms / 5, `TPOT ${t} ms`);
+      // The simulated rate is the predicted one within 10% (the context grows from 1k to 3k here).
+      assert.ok(Math.abs(1000 / t / plan.rows[0].per_user_spec_tok_s - 1) < 0.1, `TPOT ${t} ms`);
+    }
+  });
+
+  test("/metrics carries vLLM's spec_decode counters, and the bench's per-point evidence reads acceptance from their deltas", async () => {
+    const sim = await startSimServer({ port: 0, speed: 50, setup: specSetup(), engine: { maxModelLen: 4096 } });
+    try {
+      const before = snapshotOf(await (await fetch(`${sim.url}/metrics`)).text());
+      const res = await fetch(`${sim.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: sim.model, prompt: [1, 2, 3, 4, 5, 6, 7, 8], max_tokens: 300, ignore_eos: true }),
+      });
+      const body = (await res.json()) as { usage: { completion_tokens: number } };
+      assert.equal(body.usage.completion_tokens, 300);
+      const text = await (await fetch(`${sim.url}/metrics`)).text();
+      assert.match(text, /^vllm:spec_decode_num_accepted_tokens_per_pos_total\{.*position="3"\} /m);
+      const ev = evidence(before, snapshotOf(text));
+      const sd = ev.spec_decode!;
+      assert.ok(sd.drafts > 0 && sd.draft_tokens > 0);
+      assert.equal(sd.acceptance_rate, sd.accepted_tokens / sd.draft_tokens);
+      assert.equal(sd.mean_acceptance_length, 1 + sd.accepted_tokens / sd.drafts);
+      // 300 tokens: one from the prefill, the rest from drafts' accepted tokens and bonus tokens.
+      assert.equal(sd.drafts + sd.accepted_tokens, 299);
+    } finally {
+      await sim.close();
+    }
+  });
+
+  test('a plain server exposes no spec_decode counters', async () => {
+    const sim = await startSimServer({ port: 0, speed: 50 });
+    try {
+      assert.doesNotMatch(await (await fetch(`${sim.url}/metrics`)).text(), /spec_decode/);
+    } finally {
+      await sim.close();
+    }
   });
 });

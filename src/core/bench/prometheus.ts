@@ -178,6 +178,18 @@ export interface ServerEvidence {
   sim_lateness?: SimLateness;
   /** Δ of the server's cached-prompt-token counter (SGLang), when it has one. */
   cached_tokens_delta?: number;
+  /**
+   * Speculative decoding over the point, from the server's counters (vLLM's spec_decode_*): drafts,
+   * drafted and accepted tokens, the draft acceptance rate accepted / drafted, and the mean
+   * acceptance length 1 + accepted / drafts (tokens per target step), as vLLM's own log computes them.
+   */
+  spec_decode?: {
+    drafts: number;
+    draft_tokens: number;
+    accepted_tokens: number;
+    acceptance_rate?: number;
+    mean_acceptance_length?: number;
+  };
   /** The server the names belong to (its telemetry dialect). */
   dialect?: TelemetryDialect['id'];
   scrapes: number;
@@ -250,6 +262,17 @@ export function evidence(
   if (gt) ev.generation_tokens_delta = gt.d;
   const ct = delta('cachedTokens');
   if (ct) ev.cached_tokens_delta = ct.d;
+  const sd = delta('specDrafts');
+  const st = delta('specDraftTokens');
+  const sa = delta('specAcceptedTokens');
+  if (sd && st && sa)
+    ev.spec_decode = {
+      drafts: sd.d,
+      draft_tokens: st.d,
+      accepted_tokens: sa.d,
+      ...(st.d > 0 ? { acceptance_rate: sa.d / st.d } : {}),
+      ...(sd.d > 0 ? { mean_acceptance_length: 1 + sa.d / sd.d } : {}),
+    };
   const all = [before, ...during, after];
   const peak = (q: ServerMetric) => {
     let m: number | undefined;

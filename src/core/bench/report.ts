@@ -13,6 +13,7 @@ import { FORMULAS, percentile, percentileSorted, pKey, toVllmResult, type Dist, 
 import { doneLabel, loadLabel, qualityFacts, rttFact, rttNote } from './quality';
 import { fromColumnar } from './records';
 import type { PointResult, SweepResult } from './sweep';
+import type { ServerEvidence } from './prometheus';
 
 export interface ReportSpec {
   mode: 'closed' | 'open';
@@ -244,8 +245,11 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
             ? `${fmtNum(p.cached_share * 100, 1)}% (usage)${p.contaminated ? ' ⚠' : ''}`
             : '—',
       lag: ms(p.loopLag.p99_ms),
+      spec: specWords(p.evidence?.spec_decode),
     };
   });
+  // Speculative decoding: the server's acceptance over the point (its spec_decode_* counters), when it drafts.
+  const anySpec = r.points.some((p) => p.evidence?.spec_decode);
   const rtt = rttNote(r);
   const note =
     rtt +
@@ -268,10 +272,19 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       { key: 'little', label: 'λ·W vs L', align: 'right' },
       { key: 'hit', label: 'prefix hit', align: 'right' },
       { key: 'lag', label: 'client lag', align: 'right' },
+      ...(anySpec ? [{ key: 'spec' as const, label: 'spec. accepted (tokens/step)', align: 'right' as const }] : []),
     ],
     rows,
-    note,
+    anySpec
+      ? `${note} Spec. accepted = Δvllm:spec_decode_num_accepted_tokens / Δ…_num_draft_tokens; tokens/step = 1 + Δaccepted / Δvllm:spec_decode_num_drafts (vLLM's mean acceptance length).`
+      : note,
   );
+}
+
+/** "71.2% (2.77)": a point's draft acceptance rate and mean acceptance length. */
+function specWords(s: ServerEvidence['spec_decode']): string {
+  if (!s || s.acceptance_rate === undefined) return '—';
+  return `${fmtNum(100 * s.acceptance_rate, 1)}%${s.mean_acceptance_length !== undefined ? ` (${fmtNum(s.mean_acceptance_length, 2)})` : ''}`;
 }
 
 export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {

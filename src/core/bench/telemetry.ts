@@ -29,7 +29,10 @@ export type ServerMetric =
   | 'waiting'
   | 'promptTokens'
   | 'generationTokens'
-  | 'cachedTokens';
+  | 'cachedTokens'
+  | 'specDrafts'
+  | 'specDraftTokens'
+  | 'specAcceptedTokens';
 
 export interface TelemetryDialect {
   id: 'vllm' | 'llamacpp' | 'sglang';
@@ -69,6 +72,10 @@ export const VLLM: TelemetryDialect = {
     waiting: ['vllm:num_requests_waiting'],
     promptTokens: ['vllm:prompt_tokens_total', 'vllm:prompt_tokens'],
     generationTokens: ['vllm:generation_tokens_total', 'vllm:generation_tokens'],
+    // Speculative decoding (vllm/v1/spec_decode/metrics.py SpecDecodingProm, vLLM v0.10–v0.11).
+    specDrafts: ['vllm:spec_decode_num_drafts_total', 'vllm:spec_decode_num_drafts'],
+    specDraftTokens: ['vllm:spec_decode_num_draft_tokens_total', 'vllm:spec_decode_num_draft_tokens'],
+    specAcceptedTokens: ['vllm:spec_decode_num_accepted_tokens_total', 'vllm:spec_decode_num_accepted_tokens'],
   },
   promptCounter: 'all',
   quirks: [

@@ -5,7 +5,7 @@
  * paying (the verify step turns compute-bound). Formulas: physics/speculative.ts.
  */
 import { z } from 'zod';
-import { findModel, MODELS } from '../catalog';
+import { findModel } from '../catalog';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule } from '../engine/types';
@@ -14,7 +14,7 @@ import { fin } from '../facts/make';
 import { finding } from '../findings';
 import { decodeFloorSeconds, parallelOf } from '../physics';
 import { acceptanceProblem, speculativePlan, type SpeculativeRow } from '../physics/speculative';
-import { acceptanceOf, acceptanceSchema } from './speculativeKeys';
+import { acceptanceOf, acceptanceSchema, draftProblem, draftSchema } from './speculativeKeys';
 import { fmtBytes, fmtNum } from '../units';
 import { setupLabel } from './predictShared';
 
@@ -25,7 +25,7 @@ const schema = z
     k: positiveInt,
     acceptance: acceptanceSchema,
     /** A catalog model id, or {params: N} for a draft known only by its size (bf16 weights). */
-    draft: z.union([z.string(), z.object({ params: z.number().positive() }).strict()]),
+    draft: draftSchema,
     context: quantity('tokens', { bare: 'tokens', positive: true }),
     batch: oneOrMany(positiveInt).default([1, 2, 4, 8, 16, 32, 64, 128, 256]),
     step_overhead: quantity('time', { min: 0 }).optional(),
@@ -36,12 +36,8 @@ const schema = z
   .superRefine((c, ctx) => {
     const msg = acceptanceProblem(c.k, acceptanceOf(c.acceptance));
     if (msg) ctx.addIssue({ code: 'custom', message: msg, path: ['acceptance'] });
-    if (typeof c.draft === 'string' && !findModel(c.draft))
-      ctx.addIssue({
-        code: 'custom',
-        message: `draft: ${c.draft} is not a model of the catalog (${MODELS.map((m) => m.id).join(', ')}): write a catalog id (draft: qwen3-0.6b), or the draft's size (draft: {params: 600000000})`,
-        path: ['draft'],
-      });
+    const d = draftProblem(c.draft);
+    if (d) ctx.addIssue({ code: 'custom', message: d, path: ['draft'] });
   });
 
 type Cell = z.output<typeof schema>;

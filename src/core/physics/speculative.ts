@@ -62,6 +62,21 @@ export function expectedTokensPerStep(k: number, a: Acceptance): number {
 /** The draft: a model of the catalog (or a config), or only its parameter count (bf16 weights, no KV term). */
 export type Draft = { model: ModelSpec } | { params: number };
 
+/**
+ * One draft pass over B sequences whose contexts sum to ctxSum tokens, s: the draft's weights (at
+ * the setup's weight dtype; 2 bytes a parameter for a draft known by size) and KV read once, or its
+ * FLOPs at peak·mfu, whichever is longer (the target step's formula, for the draft).
+ */
+export function draftPassSeconds(setup: Setup, draft: Draft, ctxSum: number, B: number, mfu: number): number {
+  const peak = computePeak(setup.gpu, setup.weights) * mfu;
+  const d = 'model' in draft ? draft.model : undefined;
+  const W = d ? weightsBytes(d, setup.weights) : 2 * (draft as { params: number }).params;
+  const P = d ? d.params.active : (draft as { params: number }).params;
+  const kv = d ? kvBytesPerToken(d, setup.kvCache) : 0;
+  const attn = d ? 4 * d.layers * d.heads * d.headDim : 0;
+  return Math.max((W + kv * ctxSum) / setup.gpu.bandwidth, (2 * P * B + attn * ctxSum) / peak);
+}
+
 export interface SpeculativeOptions {
   k: number;
   acceptance: Acceptance;
@@ -117,22 +132,18 @@ export function speculativePlan(setup: Setup, o: SpeculativeOptions): Speculativ
   const kv = kvBytesPerToken(m, setup.kvCache);
   const attn = 4 * m.layers * m.heads * m.headDim;
   const c = o.context;
-  const draftModel = 'model' in o.draft ? o.draft.model : undefined;
-  const Wd = draftModel ? weightsBytes(draftModel, setup.weights) : 2 * (o.draft as { params: number }).params;
-  const Pd = draftModel ? draftModel.params.active : (o.draft as { params: number }).params;
-  const kvd = draftModel ? kvBytesPerToken(draftModel, setup.kvCache) : 0;
-  const attnD = draftModel ? 4 * draftModel.layers * draftModel.heads * draftModel.headDim : 0;
+  const Wd =
+    'model' in o.draft ? weightsBytes(o.draft.model, setup.weights) : 2 * (o.draft as { params: number }).params;
   const target = (q: number, B: number) => {
     const mem = (W + kv * c * B) / bw;
     const comp = (2 * m.params.active * B * q + attn * c * B * q) / peak;
     return { t: Math.max(mem, comp), bound: comp > mem ? ('compute' as const) : ('bandwidth' as const) };
   };
-  const draftPass = (B: number) => Math.max((Wd + kvd * c * B) / bw, (2 * Pd * B + attnD * c * B) / peak);
   const E = expectedTokensPerStep(o.k, o.acceptance);
   const row = (B: number): SpeculativeRow => {
     const plain = target(1, B).t + o.stepOverheadS;
     const v = target(o.k + 1, B);
-    const draft = o.k * (draftPass(B) + o.draftOverheadS);
+    const draft = o.k * (draftPassSeconds(setup, o.draft, c * B, B, o.mfu) + o.draftOverheadS);
     const spec = v.t + o.stepOverheadS + draft;
     return {
       batch: B,

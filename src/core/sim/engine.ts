@@ -29,6 +29,8 @@ import {
   weightsReadPerStep,
 } from '../physics';
 import { BLOCK_SIZE, kvPool, type KvPool } from '../physics/kvPool';
+import { draftPassSeconds, perPosition, type Acceptance, type Draft } from '../physics/speculative';
+import { findModel } from '../catalog';
 import { Mulberry32 } from './rng';
 
 /** The block size as a module constant (read in the hot loops). */
@@ -67,6 +69,9 @@ export const ENGINE_DEFAULTS = {
   seed: 0,
 } as const;
 
+/** Acceptance per draft token when a speculative setup does not state one (an assumption, stated with it). */
+export const SPECULATIVE_DEFAULT_ACCEPTANCE = 0.7;
+
 export interface EngineOptions {
   setup: Setup;
   maxNumSeqs?: number;
@@ -81,6 +86,23 @@ export interface EngineOptions {
   numGpuBlocks?: number;
   eosMeanTokens?: number;
   seed?: number;
+  /** Speculative decoding (default: the setup's `speculative:` key, else none). */
+  speculative?: SpeculativeConfig;
+}
+
+/**
+ * Speculative decoding in the engine: each decoding request schedules 1 + k tokens (its last token
+ * and k drafts), the step verifies them all, and a prefix of the drafts is accepted with vLLM's
+ * per-position rates (p_i = P(position i accepted)), plus the bonus token. The k draft passes add
+ * their time to the step (physics/speculative.ts, draftPassSeconds).
+ */
+export interface SpeculativeConfig {
+  k: number;
+  /** p_1 ≥ … ≥ p_k */
+  perPosition: number[];
+  draft: Draft;
+  /** Per draft pass, s (default 0). */
+  draftOverheadS?: number;
 }
 
 export interface EngineConfig {
@@ -117,6 +139,23 @@ export interface EngineConfig {
   tensorParallel: number;
   pipelineParallel: number;
   vocab: number;
+  speculative?: SpeculativeConfig;
+}
+
+/** The setup's `speculative: {k, acceptance, draft}` as the engine runs it (no acceptance: every draft rejected is not assumed; 0.7). */
+function speculativeOfSetup(setup: Setup): SpeculativeConfig | undefined {
+  const v = setup.server?.speculative as { k?: unknown; acceptance?: unknown; draft?: unknown } | undefined;
+  if (!v || typeof v.k !== 'number' || !(v.k >= 1)) return undefined;
+  const a = v.acceptance;
+  const acc: Acceptance =
+    typeof a === 'number' || Array.isArray(a) ? (a as Acceptance) : (knob(a) ?? SPECULATIVE_DEFAULT_ACCEPTANCE);
+  const model = typeof v.draft === 'string' ? findModel(v.draft) : undefined;
+  const params = knob((v.draft as { params?: unknown } | undefined)?.params);
+  return {
+    k: Math.floor(v.k),
+    perPosition: perPosition(Math.floor(v.k), acc),
+    draft: model ? { model } : { params: params ?? 0 },
+  };
 }
 
 function knob(v: unknown): number | undefined {
@@ -171,6 +210,7 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
     tensorParallel: tp,
     pipelineParallel: par.pp,
     vocab: m.vocab,
+    speculative: opts.speculative ?? speculativeOfSetup(setup),
   };
   if (!Number.isFinite(cfg.commFixedS + cfg.commPerTokenS))
     throw new RangeError(
@@ -297,6 +337,14 @@ export interface DecodeRun {
   prefillExtraS: Float64Array;
   /** Requests that finished at the last step, in schedule order. */
   finished: SimRequest[];
+}
+
+/** Speculative decoding, as vLLM counts it (SpecDecodingStats): drafts, drafted and accepted tokens, accepted per position. */
+export interface SpecCounters {
+  drafts: number;
+  draftTokens: number;
+  acceptedTokens: number;
+  acceptedPerPos: number[];
 }
 
 export interface EngineCounters {
@@ -451,6 +499,12 @@ export class SimEngine {
   private readonly byId = new Map<string, SimRequest>();
   private nextId = 0;
   private readonly rng: Mulberry32;
+  /** Draws the accepted drafts (its own stream, so a plain engine's sampling is unchanged). */
+  private readonly specRng: Mulberry32;
+  /** Speculative decoding's counters (all zero without it). */
+  readonly spec: SpecCounters;
+  /** Drafts scheduled this step, per scheduled slot (0 for a prefill or a plain decode). */
+  private sDraft: number[] = [];
 
   // Block pool: refcounts, cached hashes (NaN = none), and a doubly linked free list in LRU order.
   private readonly refcnt: Int32Array;
@@ -508,6 +562,13 @@ export class SimEngine {
     this.cache = new HashIndex(n);
     for (let b = 0; b < n; b++) this.freeAppend(b);
     this.rng = new Mulberry32(this.cfg.seed ^ 0x5eed);
+    this.specRng = new Mulberry32((this.cfg.seed ^ 0x5bec) >>> 0);
+    this.spec = {
+      drafts: 0,
+      draftTokens: 0,
+      acceptedTokens: 0,
+      acceptedPerPos: new Array(this.cfg.speculative?.k ?? 0).fill(0),
+    };
   }
 
   /** Replicas behind this engine (one; see DpEngine). */
@@ -689,10 +750,25 @@ export class SimEngine {
     let ns = 0;
     let preempted = 0;
 
+    const spec = cfg.speculative;
+    const sDraft = this.sDraft;
     // 1. Running requests, in order: decodes and unfinished chunked prefills.
     for (let i = 0; i < this.running.length && budget > 0;) {
       const r = this.running[i];
       let n = r.numTokens - r.numComputed;
+      // Speculative: a decode also verifies k drafts (fewer near max_tokens, max_model_len or the budget).
+      let drafts = 0;
+      if (spec && n === 1 && r.numComputed >= r.numPrompt) {
+        drafts = Math.min(
+          spec.k,
+          r.maxTokens - r.output.length - 1,
+          cfg.maxModelLen - r.numTokens - 1,
+          r.eosAt - r.output.length - 1,
+          budget - 1,
+        );
+        if (drafts < 0) drafts = 0;
+        n += drafts;
+      }
       if (n > budget) n = budget;
       let ok = true;
       while (!this.allocate(r, n)) {
@@ -708,6 +784,7 @@ export class SimEngine {
       sReq[ns] = r;
       sNew[ns] = n;
       sStart[ns] = r.numComputed;
+      sDraft[ns] = drafts;
       ns++;
       budget -= n;
       i++;
@@ -757,6 +834,7 @@ export class SimEngine {
         sReq[ns] = r;
         sNew[ns] = n;
         sStart[ns] = computed;
+        sDraft[ns] = 0;
         ns++;
         budget -= n;
       }
@@ -783,17 +861,24 @@ export class SimEngine {
       ctxAll += s + n;
       tokens += n;
       attnPairs += n * s + (n * (n + 1)) / 2;
-      if (n === 1 && s >= sReq[k].numPrompt) {
+      if (n === 1 + sDraft[k] && s >= sReq[k].numPrompt) {
         decodeTokens++;
         ctxDecode += s + 1;
       } else prefillTokens += n;
     }
+    // The k draft passes over the decoding requests (speculative decoding), before the verify step.
+    const draftS =
+      spec && decodeTokens
+        ? spec.k *
+          (draftPassSeconds(cfg.setup, spec.draft, ctxDecode, decodeTokens, cfg.prefillMfu) +
+            (spec.draftOverheadS ?? 0))
+        : 0;
     const memS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxAll) / cfg.bandwidth;
     const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
     const core = memS > compS ? memS : compS;
     const decodeMemS = decodeTokens ? (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth : 0;
     const comm = ns ? cfg.commFixedS + cfg.commPerTokenS * tokens : 0;
-    const duration = ns ? core + comm + cfg.stepOverheadS : 0;
+    const duration = ns ? core + comm + draftS + cfg.stepOverheadS : 0;
     const start = this.now;
     const end = start + duration;
     this.now = end;
@@ -805,6 +890,12 @@ export class SimEngine {
     let anyFinished = false;
     for (let k = 0; k < ns; k++) {
       const r = sReq[k];
+      const drafts = sDraft[k];
+      if (drafts > 0) {
+        this.commitSpeculative(r, drafts, end, out);
+        if (r.status === 'finished') anyFinished = true;
+        continue;
+      }
       r.numComputed += sNew[k];
       if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
       if (r.numComputed < r.numTokens) continue;
@@ -839,13 +930,50 @@ export class SimEngine {
       prefillTokens,
       decodeTokens,
       decodeMemS,
-      prefillExtraS: ns ? core + comm - decodeMemS : 0,
+      prefillExtraS: ns ? core + comm + draftS - decodeMemS : 0,
       overheadS: ns ? cfg.stepOverheadS : 0,
       tokens: out,
       preempted,
       inSystem,
       dropped,
     };
+  }
+
+  /**
+   * A decode that verified `drafts` draft tokens: accept a prefix of them (position i given i − 1
+   * with probability p_i / p_(i−1)), emit the accepted ones and the bonus token, and count as vLLM
+   * does (a draft, its tokens, the accepted ones, per position).
+   */
+  private commitSpeculative(r: SimRequest, drafts: number, end: number, out: TokenEvent[]) {
+    const p = this.cfg.speculative!.perPosition;
+    let a = 0;
+    while (a < drafts) {
+      const cond = a === 0 ? p[0] : p[a - 1] > 0 ? p[a] / p[a - 1] : 0;
+      if (!(this.specRng.next() < cond)) break;
+      a++;
+    }
+    const c = this.counters;
+    const sc = this.spec;
+    sc.drafts++;
+    sc.draftTokens += drafts;
+    sc.acceptedTokens += a;
+    for (let i = 0; i < a; i++) sc.acceptedPerPos[i]++;
+    // The last real token and the accepted drafts are now computed; the bonus token is not yet.
+    r.numComputed += 1 + a;
+    for (let j = 0; j <= a; j++) {
+      const tok = this.sampleToken();
+      r.output.push(tok);
+      r.prevTokenTime = r.lastTokenTime;
+      r.lastTokenTime = end;
+      c.generationTokens++;
+      const len = r.output.length;
+      const finished = len >= r.maxTokens || r.numTokens >= this.cfg.maxModelLen || len >= r.eosAt;
+      if (finished) this.finish(r, end);
+      out.push({ req: r, token: tok, finished });
+      if (finished) break;
+    }
+    if (r.status !== 'finished' && this.cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS)
+      this.cacheFullBlocks(r);
   }
 
   /** A request has sampled its last token (length or EOS): record why, free its blocks. */
@@ -893,7 +1021,7 @@ export class SimEngine {
     const running = this.running;
     const ns = running.length;
     const cfg = this.cfg;
-    if (ns === 0 || ns > cfg.maxNumBatchedTokens || !(this.now < until)) return undefined;
+    if (ns === 0 || ns > cfg.maxNumBatchedTokens || !(this.now < until) || cfg.speculative) return undefined;
     // Something waiting would be considered for admission unless max_num_seqs or the budget is full.
     if (this.waitingQ.length && ns < cfg.maxNumSeqs && ns < cfg.maxNumBatchedTokens) return undefined;
     let K = Math.floor(maxSteps);
@@ -1114,6 +1242,17 @@ export class DpEngine {
       busyS: 0,
     };
     for (const e of this.replicas) for (const k of Object.keys(c) as (keyof EngineCounters)[]) c[k] += e.counters[k];
+    return c;
+  }
+  get spec(): SpecCounters {
+    const k = this.cfg.speculative?.k ?? 0;
+    const c: SpecCounters = { drafts: 0, draftTokens: 0, acceptedTokens: 0, acceptedPerPos: new Array(k).fill(0) };
+    for (const e of this.replicas) {
+      c.drafts += e.spec.drafts;
+      c.draftTokens += e.spec.draftTokens;
+      c.acceptedTokens += e.spec.acceptedTokens;
+      e.spec.acceptedPerPos.forEach((v, i) => (c.acceptedPerPos[i] += v));
+    }
     return c;
   }
   get waiting(): number {

@@ -113,6 +113,17 @@ export function renderMetrics(engine: EngineGauges, m: SimMetrics, modelName: st
   scalar('vllm:num_preemptions_total', 'counter', 'Cumulative number of preemption from the engine.', c.preemptions);
   scalar('vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', c.promptTokens);
   scalar('vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.', c.generationTokens);
+  // Speculative decoding, only when the server drafts (vLLM registers them only then): the counters
+  // of SpecDecodingProm (vllm/v1/spec_decode/metrics.py, vLLM v0.10–v0.11), per position too.
+  if (engine.cfg.speculative) {
+    const sc = engine.spec;
+    scalar('vllm:spec_decode_num_drafts_total', 'counter', 'Number of spec decoding drafts.', sc.drafts);
+    scalar('vllm:spec_decode_num_draft_tokens_total', 'counter', 'Number of draft tokens.', sc.draftTokens);
+    scalar('vllm:spec_decode_num_accepted_tokens_total', 'counter', 'Number of accepted tokens.', sc.acceptedTokens);
+    const pos = 'vllm:spec_decode_num_accepted_tokens_per_pos_total';
+    out.push(`# HELP ${pos} Accepted tokens per draft position.`, `# TYPE ${pos} counter`);
+    sc.acceptedPerPos.forEach((v, i) => out.push(`${pos}{${labels},position="${i}"} ${num(v)}`));
+  }
   out.push(
     '# HELP vllm:request_success_total Count of successfully processed requests.',
     '# TYPE vllm:request_success_total counter',
