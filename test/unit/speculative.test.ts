@@ -176,30 +176,42 @@ describe('the simulator decodes speculatively and reports acceptance as vLLM doe
     }
   });
 
-  test("/metrics carries vLLM's spec_decode counters, and the bench's per-point evidence reads acceptance from their deltas", async () => {
-    const sim = await startSimServer({ port: 0, speed: 50, setup: specSetup(), engine: { maxModelLen: 4096 } });
-    try {
-      const before = snapshotOf(await (await fetch(`${sim.url}/metrics`)).text());
-      const res = await fetch(`${sim.url}/v1/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: sim.model, prompt: [1, 2, 3, 4, 5, 6, 7, 8], max_tokens: 300, ignore_eos: true }),
+  for (const clock of ['here', 'worker'] as const)
+    test(`/metrics carries vLLM's spec_decode counters, and the bench's per-point evidence reads acceptance from their deltas (clock ${clock})`, async () => {
+      const sim = await startSimServer({
+        port: 0,
+        speed: 50,
+        clock,
+        setup: specSetup(),
+        engine: { maxModelLen: 4096 },
       });
-      const body = (await res.json()) as { usage: { completion_tokens: number } };
-      assert.equal(body.usage.completion_tokens, 300);
-      const text = await (await fetch(`${sim.url}/metrics`)).text();
-      assert.match(text, /^vllm:spec_decode_num_accepted_tokens_per_pos_total\{.*position="3"\} /m);
-      const ev = evidence(before, snapshotOf(text));
-      const sd = ev.spec_decode!;
-      assert.ok(sd.drafts > 0 && sd.draft_tokens > 0);
-      assert.equal(sd.acceptance_rate, sd.accepted_tokens / sd.draft_tokens);
-      assert.equal(sd.mean_acceptance_length, 1 + sd.accepted_tokens / sd.drafts);
-      // 300 tokens: one from the prefill, the rest from drafts' accepted tokens and bonus tokens.
-      assert.equal(sd.drafts + sd.accepted_tokens, 299);
-    } finally {
-      await sim.close();
-    }
-  });
+      try {
+        const before = snapshotOf(await (await fetch(`${sim.url}/metrics`)).text());
+        const res = await fetch(`${sim.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: sim.model,
+            prompt: [1, 2, 3, 4, 5, 6, 7, 8],
+            max_tokens: 300,
+            ignore_eos: true,
+          }),
+        });
+        const body = (await res.json()) as { usage: { completion_tokens: number } };
+        assert.equal(body.usage.completion_tokens, 300);
+        const text = await (await fetch(`${sim.url}/metrics`)).text();
+        assert.match(text, /^vllm:spec_decode_num_accepted_tokens_per_pos_total\{.*position="3"\} /m);
+        const ev = evidence(before, snapshotOf(text));
+        const sd = ev.spec_decode!;
+        assert.ok(sd.drafts > 0 && sd.draft_tokens > 0);
+        assert.equal(sd.acceptance_rate, sd.accepted_tokens / sd.draft_tokens);
+        assert.equal(sd.mean_acceptance_length, 1 + sd.accepted_tokens / sd.drafts);
+        // 300 tokens: one from the prefill, the rest from drafts' accepted tokens and bonus tokens.
+        assert.equal(sd.drafts + sd.accepted_tokens, 299);
+      } finally {
+        await sim.close();
+      }
+    });
 
   test('a plain server exposes no spec_decode counters', async () => {
     const sim = await startSimServer({ port: 0, speed: 50 });

@@ -17,7 +17,14 @@
  * Times between the threads are wallMs(): performance.now() has a time origin per thread.
  */
 import type { Setup } from '../engine/types';
-import { createEngine, type EngineConfig, type EngineCounters, type EngineOptions, type SimRequest } from './engine';
+import {
+  createEngine,
+  type EngineConfig,
+  type EngineCounters,
+  type EngineOptions,
+  type SimRequest,
+  type SpecCounters,
+} from './engine';
 import { E2E_BUCKETS, ITL_BUCKETS, SimMetrics, TTFT_BUCKETS, type Histogram } from './prom';
 import { idToChar } from './tokenizer';
 
@@ -110,6 +117,8 @@ export interface EngineView {
   readonly waiting: number;
   readonly kvUsage: number;
   readonly rollingHitRate: number;
+  /** Speculative decoding's counters, when the engine drafts. */
+  readonly spec?: SpecCounters;
 }
 
 interface Gauges {
@@ -118,10 +127,12 @@ interface Gauges {
   waiting: number;
   kvUsage: number;
   rollingHitRate: number;
+  spec?: SpecCounters;
 }
 
 function packState(e: Gauges, m: SimMetrics): Float64Array {
-  const a = new Float64Array(STATE_LEN);
+  const spec = e.spec?.acceptedPerPos.length ? e.spec : undefined;
+  const a = new Float64Array(STATE_LEN + (spec ? 3 + spec.acceptedPerPos.length : 0));
   let i = 0;
   const c = e.counters;
   for (const k of COUNTERS) a[i++] = c[k];
@@ -135,6 +146,12 @@ function packState(e: Gauges, m: SimMetrics): Float64Array {
     a[i++] = x.sum;
     a[i++] = x.count;
     for (let j = 0; j < x.counts.length; j++) a[i++] = x.counts[j];
+  }
+  if (spec) {
+    a[i++] = spec.drafts;
+    a[i++] = spec.draftTokens;
+    a[i++] = spec.acceptedTokens;
+    for (const v of spec.acceptedPerPos) a[i++] = v;
   }
   return a;
 }
@@ -154,12 +171,23 @@ export function unpackState(a: Float64Array, view: Gauges, m: SimMetrics) {
     x.count = a[i++];
     for (let j = 0; j < x.counts.length; j++) x.counts[j] = a[i++];
   }
+  const sp = view.spec;
+  if (sp && a.length > i) {
+    sp.drafts = a[i++];
+    sp.draftTokens = a[i++];
+    sp.acceptedTokens = a[i++];
+    for (let j = 0; j < sp.acceptedPerPos.length; j++) sp.acceptedPerPos[j] = a[i++];
+  }
 }
 
 /** A mirror to unpack into: what SimServer.engine is. */
 export function emptyView(cfg: EngineConfig): EngineView & Gauges {
   const counters = Object.fromEntries(COUNTERS.map((k) => [k, 0])) as unknown as EngineCounters;
-  return { cfg, counters, numRunning: 0, waiting: 0, kvUsage: 0, rollingHitRate: 0 };
+  const k = cfg.speculative?.k;
+  const spec = k
+    ? { drafts: 0, draftTokens: 0, acceptedTokens: 0, acceptedPerPos: new Array<number>(k).fill(0) }
+    : undefined;
+  return { cfg, counters, numRunning: 0, waiting: 0, kvUsage: 0, rollingHitRate: 0, ...(spec ? { spec } : {}) };
 }
 
 // ---------------------------------------------------------------- responses

@@ -2,7 +2,7 @@
  * `/metrics` of the simulated endpoint: Prometheus text exposition with vLLM V1's metric names and
  * labels (model_name, engine), as prometheus_client writes them (counters end in `_total`).
  */
-import type { EngineCounters } from './engine';
+import type { EngineCounters, SpecCounters } from './engine';
 
 /** vLLM's buckets. */
 export const TTFT_BUCKETS = [
@@ -77,6 +77,8 @@ export interface EngineGauges {
   readonly numRunning: number;
   readonly waiting: number;
   readonly kvUsage: number;
+  /** Speculative decoding's counters, when the engine drafts. */
+  readonly spec?: SpecCounters;
 }
 
 export function renderMetrics(engine: EngineGauges, m: SimMetrics, modelName: string): string {
@@ -115,8 +117,8 @@ export function renderMetrics(engine: EngineGauges, m: SimMetrics, modelName: st
   scalar('vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.', c.generationTokens);
   // Speculative decoding, only when the server drafts (vLLM registers them only then): the counters
   // of SpecDecodingProm (vllm/v1/spec_decode/metrics.py, vLLM v0.10–v0.11), per position too.
-  if (engine.cfg.speculative) {
-    const sc = engine.spec;
+  const sc = engine.spec;
+  if (sc?.acceptedPerPos.length) {
     scalar('vllm:spec_decode_num_drafts_total', 'counter', 'Number of spec decoding drafts.', sc.drafts);
     scalar('vllm:spec_decode_num_draft_tokens_total', 'counter', 'Number of draft tokens.', sc.draftTokens);
     scalar('vllm:spec_decode_num_accepted_tokens_total', 'counter', 'Number of accepted tokens.', sc.acceptedTokens);
