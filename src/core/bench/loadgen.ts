@@ -14,7 +14,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Dispatcher } from 'undici';
 import { buildBody, now, sendRequest, type ClientConfig, type RawResult, type RequestSpec } from './client';
 import { distribution, type Dist, type RequestRecord } from './metrics';
-import { interArrivals, type PlannedPrompt, type PromptSource } from './prompts';
+import { interArrivals, type PlannedPrompt, type PromptSource, type SessionSource } from './prompts';
 import { loadThreads, runPointThreads, ShardStartError } from './shards';
 
 export interface PointLoad {
@@ -227,14 +227,17 @@ export async function runPoint(
       let issued = 0;
       await Promise.all(
         Array.from({ length: c }, async () => {
-          let conv = prompts.session!();
+          let conv: SessionSource | undefined;
           while (issued < limit && !signal?.aborted) {
+            // The turn is reserved when the one before it ends: a conversation in its think time
+            // keeps its place (as the virtual-time load does), so no new one takes it meanwhile.
+            const id = issued++;
+            if (!conv || conv.done) conv = prompts.session!();
+            else if (thinkMs > 0) await sleep(thinkMs, signal);
+            if (signal?.aborted) break;
             const t = now();
             if (t >= deadline) break;
-            const id = issued++;
             await send(id, t, spec(id, 'r', conv.next()));
-            if (conv.done) conv = prompts.session!();
-            else if (thinkMs > 0) await sleep(thinkMs, signal);
           }
         }),
       );
