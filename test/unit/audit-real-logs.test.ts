@@ -12,6 +12,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { analyzeFacts, auditChunks, auditText, classifyLine, generateLog, peelLine } from '../../src/core/audit';
 import type { AuditFacts } from '../../src/core/audit';
+import { nodeFiles } from '../../src/core/host/files';
 
 /** The facts that say what the server did (not how the file was wrapped), as plain data. */
 function what(f: AuditFacts) {
@@ -632,12 +633,17 @@ test('a file outside the notebook folder is read only when the host confirms it'
     fs.writeFileSync(path.join(nbDir, 'logs', 'v.log'), BARE.join('\n'));
     fs.writeFileSync(path.join(root, 'outside.log'), BARE.join('\n'));
     const asked: string[] = [];
-    const nb = createNotebookContext(nbDir, {
-      confirmRead: async (p) => {
-        asked.push(p);
-        return false;
-      },
-    });
+    // The editor's policy: the notebook's folder is read freely, anything else only when confirmed.
+    const nb = createNotebookContext(
+      nbDir,
+      nodeFiles({
+        roots: () => [],
+        confirm: async (p) => {
+          asked.push(p);
+          return false;
+        },
+      }),
+    );
     const inside = await runCell('audit: logs/v.log\nplot: false', 0, nb);
     assert.ok(inside.ok, 'inside the folder: no question');
     assert.deepEqual(asked, []);
@@ -647,7 +653,15 @@ test('a file outside the notebook folder is read only when the host confirms it'
       assert.equal(r.error?.code, 'audit-read-refused', v);
       assert.match(r.error!.message, /outside the notebook's folder/);
     }
-    assert.equal(asked.length, 2);
+    // Asked once for the file in this run (the look at it for `reads`), not again at the open.
+    const real = fs.realpathSync(path.join(root, 'outside.log'));
+    assert.deepEqual(asked, [real]);
+    // Confirmed: read, and asked once although the file is both looked at and opened.
+    const yes: string[] = [];
+    const allowing = createNotebookContext(nbDir, nodeFiles({ roots: () => [], confirm: async (p) => !!yes.push(p) }));
+    const r = await runCell('audit: ../outside.log\nplot: false', 0, allowing);
+    assert.ok(r.ok, r.error?.message);
+    assert.deepEqual(yes, [real]);
   } finally {
     fs.rmSync(root, { recursive: true, force: true });
   }

@@ -14,6 +14,7 @@ import { after, before, test } from 'node:test';
 import { analyzeFacts, auditFile, auditText, runAudit } from '../../src/core/audit';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
 import { MIME } from '../../src/core/engine/outputs';
+import { nodeFiles } from '../../src/core/host/files';
 
 const pad = (n: number) => String(n).padStart(2, '0');
 
@@ -190,7 +191,7 @@ test('segments match the sweep points, split by idle gaps and by the load change
 });
 
 test('findings: KV pool matches the prediction; contamination only in point 3; interference only in point 4', async () => {
-  const nb = createNotebookContext(dir);
+  const nb = createNotebookContext(dir, nodeFiles());
   const setup = await runCell(
     'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nweights: bf16\nkv_cache: bf16',
     0,
@@ -269,7 +270,7 @@ test('findings: KV pool matches the prediction; contamination only in point 3; i
 });
 
 test('a KV pool prediction with the card memory in GB names the GB/GiB slip', async () => {
-  const nb = createNotebookContext(dir);
+  const nb = createNotebookContext(dir, nodeFiles());
   await runCell('setup: gb\ngpu: {base: a100-sxm4-80gb, memory: 80 GB}\nmodel: qwen3-8b', 0, nb);
   const r = await runCell('audit: logs/day4-vllm.log\nplot: false', 1, nb);
   const mm = r.findings.filter((f) => f.code === 'audit-kv-pool-mismatch');
@@ -279,7 +280,7 @@ test('a KV pool prediction with the card memory in GB names the GB/GiB slip', as
 });
 
 test('without a setup there is no KV-pool finding; a missing file is an error on the audit key', async () => {
-  const nb = createNotebookContext(dir);
+  const nb = createNotebookContext(dir, nodeFiles());
   const r = await runCell('audit: logs/day4-vllm.log\nplot: false', 0, nb);
   assert.ok(r.ok);
   assert.equal(r.findings.filter((f) => f.code.startsWith('audit-kv-pool')).length, 0);

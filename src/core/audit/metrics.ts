@@ -3,12 +3,14 @@
  * gauges. One snapshot holds lifetime totals, so hit rates here are since the server started;
  * a per-point rate needs two snapshots (the bench cell takes them around each point).
  */
-import { request } from 'undici';
+import { getGlobalDispatcher } from 'undici';
+import { GET_CAPS, getText } from '../bench/client';
 import { parsePrometheusText, pick, snapshotOf } from '../bench/prometheus';
 import type { Setup } from '../engine/types';
 import { finding, type CellPath, type Finding } from '../findings';
 import { kvPool } from '../physics/kvPool';
 import { fmtNum } from '../units';
+import { redactUrl } from '../urls';
 
 export interface MetricsFacts {
   url: string;
@@ -71,11 +73,24 @@ export function metricsFactsFromText(text: string, url: string): MetricsFacts {
   return f;
 }
 
+/**
+ * GET a /metrics URL through the bench's capped getText: at most 10 s for the whole answer and
+ * GET_CAPS['/metrics'] bytes (an endless body is cut off, saying which cap it hit).
+ */
 export async function fetchMetrics(url: string, signal?: AbortSignal): Promise<string> {
-  const res = await request(url, { method: 'GET', signal, headersTimeout: 10_000, bodyTimeout: 10_000 });
-  const body = await res.body.text();
-  if (res.statusCode !== 200) throw new Error(`GET ${url} answered ${res.statusCode}: ${body.slice(0, 120)}`);
-  return body;
+  const u = new URL(url);
+  const res = await getText(
+    getGlobalDispatcher(),
+    u.origin,
+    `${u.pathname}${u.search}`,
+    undefined,
+    10_000,
+    GET_CAPS['/metrics'],
+    undefined,
+    signal,
+  );
+  if (res.status !== 200) throw new Error(`GET ${redactUrl(url)} answered ${res.status}: ${res.body.slice(0, 120)}`);
+  return res.body;
 }
 
 export function metricsFindings(

@@ -2,8 +2,14 @@
  * Reading logs: the file's bytes go straight to the auditor (no decoding of the whole text), read
  * in large chunks with the next read in flight while this one is parsed, so a multi-GB log never
  * sits in memory and the disk and the parser work at once. Returns the facts and where the time went.
+ *
+ * Files are opened through the host's file service (Services.openFile, which applies the
+ * workspace rule, its confirmation and Restricted Mode, and opens only regular files); called as
+ * a library with no host (the perf script, tests), the Node implementation with no policy.
  */
-import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { ReadHandle } from '../engine/types';
+import { nodeFiles } from '../host/files';
 import { LogAuditor, type AuditFacts } from './parse';
 
 export interface AuditTimings {
@@ -26,41 +32,37 @@ export interface AuditFileOptions {
   onProgress?(bytesRead: number, totalBytes: number): void;
   /** Read size; default 4 MiB. */
   chunkBytes?: number;
+  /** Opens a log for chunked reading: the host's Services.openFile. Default: every path, regular files only. */
+  open?(absPath: string): Promise<ReadHandle>;
 }
 
-const notRegular = (path: string) =>
-  new Error(
-    `${path} is not a regular file (a device, FIFO or socket, which may never end): save the log to a file and audit that`,
-  );
+const openAnyPath = (abs: string) => nodeFiles().openFile(abs, { purpose: 'run', notebookDir: path.dirname(abs) });
 
 /** Feed a file's lines into an auditor, streaming. */
-export async function feedFile(auditor: LogAuditor, path: string, opts: AuditFileOptions = {}): Promise<number> {
-  // Before opening: opening a FIFO blocks until something writes to it.
-  if (!(await fs.promises.stat(path)).isFile()) throw notRegular(path);
-  const fh = await fs.promises.open(path, 'r');
+export async function feedFile(auditor: LogAuditor, file: string, opts: AuditFileOptions = {}): Promise<number> {
+  // The file service refuses a device, FIFO or socket from its stat, before any open: /dev/zero
+  // never ends and opening a FIFO blocks until something writes to it.
+  const fh = await (opts.open ?? openAnyPath)(file);
   const size = Math.max(1, Math.floor(opts.chunkBytes ?? 4 << 20));
   let read = 0;
-  let pending: Promise<{ bytesRead: number }> | undefined;
+  let pending: Promise<number> | undefined;
   try {
-    const stat = await fh.stat();
-    // A device, FIFO or socket never ends (/dev/zero) or blocks (a FIFO): only regular files are logs.
-    if (!stat.isFile()) throw notRegular(path);
-    const total = stat.size;
-    auditor.beginFile(path);
+    const total = fh.size;
+    auditor.beginFile(file);
     // Two buffers: the next read fills one while the parser reads the other.
     const bufs = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];
     let which = 0;
     let nextReport = 64 << 20;
-    pending = fh.read(bufs[0], 0, size, 0);
+    pending = fh.read(bufs[0], 0);
     for (;;) {
-      const { bytesRead } = await pending;
+      const bytesRead = await pending;
       pending = undefined;
       if (opts.signal?.aborted) throw new Error('Cancelled');
       if (bytesRead === 0) break;
       const cur = bufs[which];
       read += bytesRead;
       which ^= 1;
-      pending = fh.read(bufs[which], 0, size, read);
+      pending = fh.read(bufs[which], read);
       auditor.feedChunk(cur.subarray(0, bytesRead));
       if (read >= nextReport) {
         opts.onProgress?.(read, total);

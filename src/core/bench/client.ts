@@ -940,7 +940,8 @@ const sizeText = (n: number) => (n >= 1 << 20 ? `${n / (1 << 20)} MiB` : `${n / 
 /**
  * A small GET (JSON or text) with a timeout (on the whole exchange, not just idle time) and a size
  * cap (GET_CAPS by path unless given); returns status and body, or throws a classified error whose
- * message says which limit was hit. With `json`, a POST of that body instead (e.g. /tokenize).
+ * message says which limit was hit. With `json`, a POST of that body instead (e.g. /tokenize);
+ * `signal` cancels it.
  */
 export async function getText(
   dispatcher: Dispatcher,
@@ -950,6 +951,7 @@ export async function getText(
   timeoutMs = 5000,
   maxBytes = GET_CAPS[path] ?? DEFAULT_GET_CAP,
   json?: unknown,
+  signal?: AbortSignal,
 ): Promise<{ status: number; body: string; ms: number }> {
   const u = new URL(normalizeBaseUrl(baseUrl));
   const headers: Record<string, string> = {};
@@ -962,6 +964,9 @@ export async function getText(
     () => ac.abort(namedError('BenchTimeout', `${method} ${path}: no complete answer within ${timeoutMs} ms`)),
     timeoutMs,
   );
+  const onAbort = () => ac.abort(namedError('Cancelled', `${method} ${path}: cancelled`));
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
   try {
     const res = await dispatcher.request({
       origin: u.origin,
@@ -999,6 +1004,7 @@ export async function getText(
     throw err;
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
   }
 }
 

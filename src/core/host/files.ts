@@ -41,9 +41,35 @@ const OPEN_FLAGS = fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0);
 export function nodeFiles(policy: FilePolicy = {}): FileHooks {
   const limit = (o: ReadFileOptions) => o.maxBytes ?? policy.maxBytes?.[o.purpose] ?? FILE_LIMITS.maxBytes[o.purpose];
   const timeout = (o: ReadFileOptions) => policy.timeoutMs?.[o.purpose] ?? FILE_LIMITS.timeoutMs[o.purpose];
+  /** Files outside the roots the user allowed reading: asked once (a refusal is asked again next time). */
+  const allowed = new Set<string>();
 
-  /** The real path, after Restricted Mode and the workspace rule; throws a FileReadError. */
+  /**
+   * The real path, after Restricted Mode and the workspace rule; throws a FileReadError. The path
+   * is resolved within the purpose's time bound; the user's answer to the confirmation is not
+   * (a dialog may stay open longer than a read may take).
+   */
   async function admit(abs: string, o: ReadFileOptions): Promise<string> {
+    const { real, inside } = await bounded(timeout(o), abs, o.signal, () => locate(abs, o));
+    if (inside) return real;
+    if (o.purpose === 'analysis')
+      throw new FileReadError(
+        `${abs} is outside the notebook's folder and the workspace: it is read only when the cell runs, after you confirm it`,
+        'outside-workspace',
+      );
+    if (allowed.has(real)) return real;
+    if (policy.confirm && (await policy.confirm(real))) {
+      allowed.add(real);
+      return real;
+    }
+    throw new FileReadError(
+      `${abs} is outside the notebook's folder and the workspace and reading it was not confirmed: move it into the workspace, or confirm the read`,
+      'outside-workspace',
+    );
+  }
+
+  /** The real path and whether it is inside the roots (or the notebook's folder). */
+  async function locate(abs: string, o: ReadFileOptions): Promise<{ real: string; inside: boolean }> {
     if (policy.trusted && !policy.trusted())
       throw new FileReadError('InfLab reads no files in Restricted Mode: trust the workspace first', 'restricted');
     let real: string;
@@ -52,19 +78,9 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
     } catch (e) {
       throw errnoError(e, abs);
     }
-    if (!policy.roots) return real;
+    if (!policy.roots) return { real, inside: true };
     const roots = [...policy.roots(), ...(o.notebookDir ? [o.notebookDir] : [])];
-    if (await insideAny(real, roots)) return real;
-    if (o.purpose === 'analysis')
-      throw new FileReadError(
-        `${abs} is outside the notebook's folder and the workspace: it is read only when the cell runs, after you confirm it`,
-        'outside-workspace',
-      );
-    if (policy.confirm && (await policy.confirm(real))) return real;
-    throw new FileReadError(
-      `${abs} is outside the notebook's folder and the workspace and reading it was not confirmed: move it into the workspace, or confirm the read`,
-      'outside-workspace',
-    );
+    return { real, inside: await insideAny(real, roots) };
   }
 
   async function regular(real: string, abs: string): Promise<fs.Stats> {
@@ -99,9 +115,9 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
   }
 
   return {
-    readFile(abs, o) {
+    async readFile(abs, o) {
+      const real = await admit(abs, o);
       return bounded(timeout(o), abs, o.signal, async () => {
-        const real = await admit(abs, o);
         const max = limit(o);
         const fh = await openRegular(real, abs);
         try {
@@ -127,9 +143,9 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
         }
       });
     },
-    openFile(abs, o) {
+    async openFile(abs, o) {
+      const real = await admit(abs, o);
       return bounded(timeout(o), abs, o.signal, async (): Promise<ReadHandle> => {
-        const real = await admit(abs, o);
         const fh = await openRegular(real, abs);
         const size = (await fh.stat()).size;
         return {
@@ -139,15 +155,15 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
         };
       });
     },
-    statFile(abs, o) {
+    async statFile(abs, o) {
+      let real: string;
+      try {
+        real = await admit(abs, o);
+      } catch (e) {
+        if (e instanceof FileReadError && e.code === 'not-found') return undefined;
+        throw e;
+      }
       return bounded(timeout(o), abs, o.signal, async (): Promise<FileInfo | undefined> => {
-        let real: string;
-        try {
-          real = await admit(abs, o);
-        } catch (e) {
-          if (e instanceof FileReadError && e.code === 'not-found') return undefined;
-          throw e;
-        }
         let st: fs.Stats;
         try {
           st = await fs.promises.stat(real);

@@ -6,12 +6,13 @@
 import * as path from 'node:path';
 import { z } from 'zod';
 import { isGlob, resolveAuditInput } from '../audit/inputs';
-import { lookupFile } from '../engine/files';
+import { FileReadError, lookupFile } from '../engine/files';
 import type { AnalyzeContext, KindModule, NotebookContext } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import { CellError, finding, type Finding } from '../findings';
 import { GiB } from '../units';
+import { credentialRefusal, redactUrl, redactUrlsIn } from '../urls';
 
 const schema = z
   .object({
@@ -68,25 +69,14 @@ export function auditFacts(values: Record<string, unknown>): Fact[] {
   return out;
 }
 
-/** Is `p` inside `dir`? (The host's openFile resolves links; this asks for what the notebook names.) */
-function inside(p: string, dir: string): boolean {
-  const rel = path.relative(path.resolve(dir), path.resolve(p));
-  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
-}
-
-/** A file outside the notebook's folder is read only when the host confirms it (like a notebook-named host). */
-async function confirmReads(paths: string[], dir: string, confirm: ((p: string) => Promise<boolean>) | undefined) {
-  if (!confirm) return;
-  for (const p of paths) {
-    if (inside(p, dir)) continue;
-    if (!(await confirm(p)))
-      throw new CellError(
-        `Not reading ${p}: it is outside the notebook's folder and reading it was not confirmed. Confirm it, or copy the log next to the notebook (e.g. logs/vllm.log)`,
-        ['audit'],
-        'audit-read-refused',
-      );
-  }
-}
+/** A read the host refused (outside the workspace and not confirmed, or Restricted Mode), not one that failed. */
+const refusal = (e: FileReadError) => e.code === 'outside-workspace' || e.code === 'restricted';
+const refused = (msg: string) =>
+  new CellError(
+    `Not reading the log: ${msg} (or copy the log next to the notebook, e.g. logs/vllm.log)`,
+    ['audit'],
+    'audit-read-refused',
+  );
 
 export const auditKind: KindModule<Cell> = {
   key: 'audit',
@@ -118,19 +108,33 @@ export const auditKind: KindModule<Cell> = {
   async run(cell, ctx) {
     const v = cell.audit.trim();
     if (/^https?:\/\//i.test(v)) {
+      // A user name, password or token in the URL is refused, not sent (nor shown: the URL is redacted).
+      const withCredentials = credentialRefusal(
+        v,
+        'audit URL',
+        'audit a saved log file where its /metrics needs a credential (the audit sends none)',
+      );
+      if (withCredentials) throw new CellError(withCredentials, ['audit'], 'audit-url-credentials');
       const host = new URL(v).hostname;
       const loopback = host === '127.0.0.1' || host === 'localhost' || host === '::1' || host === '[::1]';
       if (!loopback && ctx.notebook.services.confirmHost && !(await ctx.notebook.services.confirmHost(v)))
         throw new CellError(
-          `Not fetching ${v}: the host was not confirmed. Confirm it, or audit a saved log file instead`,
+          `Not fetching ${redactUrl(v)}: the host was not confirmed. Confirm it, or audit a saved log file instead`,
           ['audit'],
           'audit-host-refused',
         );
     }
     const r = resolveAuditInput(v, ctx.notebook.dir);
     if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
-    if (r.input?.kind === 'files')
-      await confirmReads(r.input.paths, ctx.notebook.dir, ctx.notebook.services.confirmRead);
+    // Logs are opened through the host's file service: its workspace rule (a file outside the
+    // notebook's folder and the workspace is read only when confirmed), Restricted Mode, regular files only.
+    const { services, dir } = ctx.notebook;
+    if (r.input?.kind === 'files' && !services.openFile)
+      throw new CellError('Cannot read the log: this host reads no files', ['audit'], 'audit-read-failed');
+    // Already refused when the host looked at it for this run (reads): not asked twice.
+    const seen = lookupFile(ctx.notebook.files, { path: path.resolve(dir, v), want: 'stat' });
+    if (seen && 'error' in seen && refusal(seen.error)) throw refused(seen.error.message);
+    const open = (abs: string) => services.openFile!(abs, { purpose: 'run', notebookDir: dir, signal: ctx.signal });
     // The parser and the /metrics fetch (undici) load only when an audit cell runs.
     const { runAudit } = await import('../audit');
     try {
@@ -140,6 +144,7 @@ export const auditKind: KindModule<Cell> = {
         kvFullPct: cell.kv_full,
         plot: cell.plot,
         signal: ctx.signal,
+        open,
         predicted: predictedPool(ctx.notebook, ctx.cellIndex),
         onProgress: (read, total) =>
           ctx.progress({
@@ -151,9 +156,10 @@ export const auditKind: KindModule<Cell> = {
     } catch (e) {
       if (e instanceof CellError) throw e;
       const msg = (e as Error).message;
+      if (e instanceof FileReadError && refusal(e)) throw refused(msg);
       if (/^https?:/i.test(v))
         throw new CellError(
-          `Cannot read ${v}: ${msg}. Is the server running? Write the /metrics URL of a running vLLM server, or a saved log path`,
+          `Cannot read ${redactUrl(v)}: ${redactUrlsIn(msg)}. Is the server running? Write the /metrics URL of a running vLLM server, or a saved log path`,
           ['audit'],
           'audit-fetch-failed',
         );
