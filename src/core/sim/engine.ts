@@ -533,6 +533,9 @@ export class SimEngine {
   private recentSumQ = 0;
   private recentSumH = 0;
 
+  // step(true)'s token list and events, reused from step to step.
+  private readonly scratchTokens: TokenEvent[] = [];
+  private readonly eventPool: TokenEvent[] = [];
   // Scratch arrays for one step.
   private sReq: SimRequest[] = [];
   private sNew: number[] = [];
@@ -739,7 +742,12 @@ export class SimEngine {
   }
 
   /** One scheduler iteration. Returns undefined when there is nothing to run. */
-  step(): StepResult | undefined {
+  /**
+   * One scheduler iteration. `reuse`: the result's `tokens` array and its events are scratch,
+   * overwritten by the next step(true) (what a caller that reads them at once, such as the load
+   * generator, saves: an object per token); the figures are the same either way.
+   */
+  step(reuse = false): StepResult | undefined {
     if (!this.hasWork()) return undefined;
     const cfg = this.cfg;
     const inSystem = this.running.length + this.waitingQ.length;
@@ -886,7 +894,9 @@ export class SimEngine {
     this.counters.busyS += duration;
 
     // 4. Commit: advance computed tokens, sample where a request has computed all its tokens.
-    const out: TokenEvent[] = [];
+    const out: TokenEvent[] = reuse ? this.scratchTokens : [];
+    if (reuse) out.length = 0;
+    const pool = this.eventPool;
     let anyFinished = false;
     for (let k = 0; k < ns; k++) {
       const r = sReq[k];
@@ -917,7 +927,17 @@ export class SimEngine {
         this.finish(r, end);
         anyFinished = true;
       }
-      out.push({ req: r, token: tok, finished });
+      if (reuse) {
+        const j = out.length;
+        let ev = pool[j];
+        if (ev === undefined) pool[j] = ev = { req: r, token: tok, finished };
+        else {
+          ev.req = r;
+          ev.token = tok;
+          ev.finished = finished;
+        }
+        out.push(ev);
+      } else out.push({ req: r, token: tok, finished });
     }
     if (anyFinished) this.dropFinished();
     for (let k = 0; k < ns; k++) sReq[k] = undefined as unknown as SimRequest;
@@ -1199,8 +1219,8 @@ export class DpEngine {
   advanceTo(t: number) {
     for (const e of this.replicas) if (!e.hasWork()) e.advanceTo(t);
   }
-  step(): StepResult | undefined {
-    return this.earliest().e?.step();
+  step(reuse = false): StepResult | undefined {
+    return this.earliest().e?.step(reuse);
   }
   decodeRun(maxSteps: number, until = Infinity): DecodeRun | undefined {
     const { e, next } = this.earliest();

@@ -214,7 +214,7 @@ export class LoadRun {
       const next = !closed && this.sent < N ? arrivals[this.sent] : pending.length ? pending[0].at : Infinity;
       const run = engine.decodeRun(Math.min(4096, stop - this.steps), next);
       if (run) this.onRun(run);
-      else this.onStep(engine.step()!);
+      else this.onStep(engine.step(true)!);
     }
     return this.finished;
   }
