@@ -3,6 +3,7 @@ import { createNotebookContext, runCell } from '../engine/engine';
 import { MIME } from '../engine/outputs';
 import type { CellResult, ProgressUpdate, Services } from '../engine/types';
 import type { NbCell, Notebook } from './format';
+import { inkAfterRun } from './ink';
 
 export const CELL_LANGUAGE = 'inflab';
 
@@ -52,9 +53,10 @@ export async function runNotebook(
       cells[i] = markPartial(c, r, order + 1, startTime, endTime, cut);
       break;
     }
+    // A cell in ink keeps its original outputs in its metadata; a successful run adds a revision.
+    const outputs = r.outputs.map((o) => ({ items: o.items }));
     cells[i] = {
-      ...c,
-      outputs: r.outputs.map((o) => ({ items: o.items })),
+      ...(r.ok ? inkAfterRun(c, outputs, endTime) : { ...c, outputs }),
       lastRun: { executionOrder: ++order, success: r.ok, startTime, endTime },
     };
   }
