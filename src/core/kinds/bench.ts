@@ -414,7 +414,21 @@ async function run(cell: Cell, ctx: RunContext) {
   });
   await chain;
   const values = benchValues(result, spec);
-  const facts = benchFacts(values, cell);
+  // The setup measured, so a calibration on this cell fits on it (and says so when it predicts another).
+  const facts: Fact[] = [
+    ...benchFacts(values, cell),
+    {
+      kind: 'setup',
+      name: setup.name,
+      gpu: setup.gpu.id,
+      model: setup.model.id,
+      weights: setup.weights,
+      kv_cache: setup.kvCache,
+      params_total: setup.model.params.total,
+      params_active: setup.model.params.active,
+      source: 'bench',
+    },
+  ];
   // Measured beside predicted: the verdict per point, with the causes the run's evidence names.
   const { benchVerdict, predictedCurve } = await import('../explain/bench');
   // A verdict that could not be made is a note fact (the bench-note rule says it), never a lost measurement.

@@ -10,9 +10,10 @@ import { factsOutput, tableOutput } from '../engine/outputs';
 import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule, RunContext, Setup } from '../engine/types';
 import { fitFindings } from '../checks/fit';
-import { factAbove, factSchema, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
+import { factAbove, factSchema, factsOf, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts } from '../facts/make';
 import { benchCellFacts } from './benchFacts';
+import { CellError } from '../findings';
 import {
   decodeRoofline,
   dollarsPerMtok,
@@ -51,6 +52,17 @@ const schema = z
     /** Override the KV pool (default: the kv-pool prediction for the setup). */
     kv_pool: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     ignore_eos: z.boolean().default(true),
+    /**
+     * A bench cell (its name) whose measured points fit the free parameters (step_overhead,
+     * prefill_mfu) not given here; this cell's points are then predicted with the fitted values.
+     */
+    calibrate: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        'A bench cell (its name) with two or more measured points: step_overhead and prefill_mfu (those not given here) are fitted to them, then carried over to this prediction.',
+      ),
   })
   .strict()
   .refine(
@@ -231,7 +243,14 @@ export function setupValues(setup: Setup) {
 export function parameterValues(
   cfg: { stepOverheadS: number; prefillMfu: number },
   given: { stepOverheadS?: number; prefillMfu?: number },
-): { name: string; value: number; unit?: 's'; origin: 'default' | 'given' }[] {
+): {
+  name: string;
+  value: number;
+  unit?: 's';
+  origin: 'default' | 'given' | 'fitted';
+  sigma?: number;
+  from?: string;
+}[] {
   return [
     {
       name: 'step_overhead',
@@ -286,11 +305,14 @@ export const servingKind: KindModule<Cell> = {
     const servedWords = (key: 'max_num_seqs' | 'max_num_batched_tokens') =>
       setup.server?.[key] !== undefined ? ' (setup)' : ` (vLLM's default for \`vllm serve\` on ${setup.gpu.id})`;
     const closed = cell.concurrency !== undefined;
+    // Calibration: fit the free parameters to a bench's measured points, then carry them over.
+    const cal = cell.calibrate ? await calibrateOn(cell, ctx) : undefined;
+    const fitted = (name: string) => cal?.result.fitted.find((f) => f.name === name)?.value;
     const sim = await simulateServing(
       setup,
       {
-        prefillMfu: cell.prefill_mfu,
-        stepOverheadS: cell.step_overhead?.value,
+        prefillMfu: cell.prefill_mfu ?? fitted('prefill_mfu'),
+        stepOverheadS: cell.step_overhead?.value ?? fitted('step_overhead'),
         maxNumSeqs: cell.max_num_seqs,
         maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
         prefixCaching: cell.prefix_caching,
@@ -410,10 +432,13 @@ export const servingKind: KindModule<Cell> = {
     const assumptions = factsOutput(
       'Assumptions (edit these keys)',
       [
-        ['prefill_mfu', `${cfg.prefillMfu}${cell.prefill_mfu === undefined ? ' (default)' : ''}`],
+        [
+          'prefill_mfu',
+          `${fmtNum(cfg.prefillMfu, 4)}${cell.prefill_mfu !== undefined ? '' : fitted('prefill_mfu') !== undefined ? ` (fitted on "${cell.calibrate}")` : ' (default)'}`,
+        ],
         [
           'step_overhead',
-          `${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms${cell.step_overhead === undefined ? ' (default: 11.3 ms measured − 8.03 ms floor)' : ''}`,
+          `${fmtNum(cfg.stepOverheadS * 1e3, 3)} ms${cell.step_overhead !== undefined ? '' : fitted('step_overhead') !== undefined ? ` (fitted on "${cell.calibrate}")` : ' (default: 11.3 ms measured − 8.03 ms floor)'}`,
         ],
         ['max_num_seqs', `${cfg.maxNumSeqs}${cell.max_num_seqs === undefined ? servedWords('max_num_seqs') : ''}`],
         [
@@ -475,14 +500,27 @@ export const servingKind: KindModule<Cell> = {
         defaults: ENGINE_DEFAULTS,
       },
       points,
-      parameters: parameterValues(cfg, { stepOverheadS: cell.step_overhead?.value, prefillMfu: cell.prefill_mfu }),
+      parameters: parameterValues(cfg, { stepOverheadS: cell.step_overhead?.value, prefillMfu: cell.prefill_mfu }).map(
+        (q) => {
+          const f = cal?.result.fitted.find((x) => x.name === q.name);
+          return f && q.origin === 'default'
+            ? {
+                ...q,
+                origin: 'fitted' as const,
+                ...(f.sigma !== undefined ? { sigma: f.sigma } : {}),
+                from: cell.calibrate,
+              }
+            : q;
+        },
+      ),
+      ...(cal ? { calibration: { cell: cell.calibrate, ...cal.result } } : {}),
       setup: setupValues(setup),
       simulated_ms: simMs,
     };
     return {
       values,
       facts: [...servingFacts(values), ...benchCellFacts(cell)],
-      outputs: [gap, latency, assumptions, plot],
+      outputs: [...(cal ? cal.outputs : []), gap, latency, assumptions, plot],
     };
   },
 };
@@ -611,4 +649,36 @@ export async function simulateServing(
     });
   }
   return { points, cfg, engine, dp, liveContext, simMs: performance.now() - t0 };
+}
+
+/** Fit the cell's free parameters to the named bench cell's points; the tables that say how. */
+async function calibrateOn(cell: Cell, ctx: RunContext) {
+  const [{ calibrate }, { calibrationOutputs }] = await Promise.all([
+    import('../explain/calibrate'),
+    import('../explain/calibrateOutput'),
+  ]);
+  const name = cell.calibrate!;
+  const r = ctx.notebook.named.get(name);
+  const i = r ? [...ctx.notebook.results].find(([, x]) => x === r)?.[0] : undefined;
+  if (!r || i === undefined || i >= ctx.cellIndex || !r.ok)
+    throw new CellError(
+      `calibrate: "${name}" is not a cell above that ran: name a bench cell with two or more measured points (its "name:")`,
+      ['calibrate'],
+      'calibrate-cell',
+    );
+  // The fit runs on the setup the bench measured; the prediction then runs on this cell's.
+  const measuredOn = factsOf(r.facts, 'setup')[0];
+  const benchSetup = (measuredOn && ctx.notebook.setups.get(measuredOn.name)) || ctx.setup!;
+  let result;
+  try {
+    result = await calibrate(
+      benchSetup,
+      r.facts,
+      { stepOverheadS: cell.step_overhead?.value, prefillMfu: cell.prefill_mfu },
+      { signal: ctx.signal, progress: (u) => ctx.progress(u) },
+    );
+  } catch (e) {
+    throw new CellError(`calibrate: "${name}": ${(e as Error).message}`, ['calibrate'], 'calibrate-fit');
+  }
+  return { result, outputs: calibrationOutputs(result, name, benchSetup, ctx.setup!) };
 }
