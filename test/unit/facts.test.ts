@@ -6,13 +6,21 @@ import { createNotebookContext, restoreResult, runCell } from '../../src/core/en
 import { MIME } from '../../src/core/engine/outputs';
 import type { CellOutput } from '../../src/core/engine/types';
 import {
+  canonicalFactName,
   canonicalStat,
+  cellOffers,
   factName,
+  factOfName,
   factSchema,
   factsOf,
   FACTS_VERSION,
+  offerWords,
+  parseFactArgs,
   parseMetricKey,
+  pickFacts,
   statQuantile,
+  type Fact,
+  type FactValue,
 } from '../../src/core/facts';
 import { parseNotebook } from '../../src/core/notebook/format';
 import { SimEndpoints } from '../../src/core/sim/endpoints';
@@ -338,5 +346,89 @@ describe("Little's law is checked in one place", () => {
     assert.equal(findings.length, 1, JSON.stringify(findings));
     assert.equal(findings[0].code, 'littles-law-closure');
     assert.deepEqual(findings[0].path, ['concurrency', 0]);
+  });
+});
+
+describe('references name facts: what a cell offers, and what a name picks', () => {
+  const at = (concurrency: number, ms: number): Fact => ({
+    kind: 'latency',
+    metric: 'ttft',
+    stat: 'p95',
+    ms,
+    point: { loop: 'closed', concurrency },
+    at: ['concurrency', concurrency],
+  });
+  const facts: Fact[] = [
+    at(1, 20),
+    at(4, 40),
+    { kind: 'kv-pool', tokens: 410_240 },
+    {
+      kind: 'curve',
+      x: 'batch',
+      y: 'output_throughput',
+      unit: 'tok/s',
+      points: [
+        { x: 1, y: 120 },
+        { x: 8, y: 900 },
+      ],
+      label: 'r',
+    },
+  ];
+
+  test('every spelling of a name is one name; a bare latency metric is its mean', () => {
+    assert.equal(canonicalFactName('TTFT p95'), 'ttft.p95');
+    assert.equal(canonicalFactName('ttft_p99_9'), 'ttft.p99.9');
+    assert.equal(canonicalFactName('ttft.median'), 'ttft.p50');
+    assert.equal(canonicalFactName('ttft'), 'ttft.mean');
+    assert.equal(canonicalFactName('KV_pool'), 'kv_pool');
+    assert.deepEqual(parseFactArgs('ttft.p95 @ c=16'), { name: 'ttft.p95', point: { axis: 'concurrency', x: 16 } });
+    assert.throws(() => parseFactArgs('ttft.p95 @ users=16'), /pick a point as "@ concurrency=16"/);
+  });
+
+  test('cellOffers: one line per name, with its unit and the points it stands at', () => {
+    assert.deepEqual(cellOffers('sweep', facts).map(offerWords), [
+      'sweep.fact(ttft.p95) (ms, a curve over concurrency 1, 4)',
+      'sweep.fact(kv_pool) (tokens)',
+      'sweep.fact(curve.output_throughput) (tok/s, a curve over batch 1, 8)',
+    ]);
+  });
+
+  test('pickFacts: a name gives every point, @ one of them; a curve fact gives its points', () => {
+    assert.deepEqual(
+      pickFacts(facts, 'ttft.p95').map((p) => [p.x, p.value.base]),
+      [
+        [1, 0.02],
+        [4, 0.04],
+      ],
+    );
+    assert.deepEqual(
+      pickFacts(facts, 'ttft.p95', { axis: 'concurrency', x: 4 }).map((p) => p.value.base),
+      [0.04],
+    );
+    assert.deepEqual(
+      pickFacts(facts, 'curve.output_throughput', { axis: 'batch', x: 8 }).map((p) => p.value),
+      [{ base: 900, dim: 'token_rate', unit: 'tok/s' }],
+    );
+  });
+
+  test('factOfName is the inverse of factName for a named number', () => {
+    const cases: [string, FactValue][] = [
+      ['ttft.p95', { base: 0.023, dim: 'time' }],
+      ['tpot.mean', { base: 0.01, dim: 'time' }],
+      ['per_user', { base: 88.4, dim: 'token_rate' }],
+      ['output_throughput', { base: 2530, dim: 'token_rate' }],
+      ['goodput', { base: 3, dim: 'request_rate' }],
+      ['kv_pool', { base: 410_240, dim: 'tokens' }],
+      ['available_kv', { base: 56.34 * 2 ** 30, dim: 'bytes' }],
+      ['prompt_tokens', { base: 1000, dim: 'tokens' }],
+      ['prefix_hits', { base: 0.4, dim: 'ratio' }],
+    ];
+    for (const [name, v] of cases) {
+      const f = factOfName(name, v)!;
+      assert.ok(f && factSchema.safeParse(f).success, name);
+      assert.equal(factName(f), name);
+    }
+    assert.equal(factOfName('ttft.p95', { base: 1, dim: 'tokens' }), undefined, 'a TTFT is a time');
+    assert.equal(factOfName('time to first token', { base: 1, dim: 'time' }), undefined, 'prose names nothing');
   });
 });

@@ -112,9 +112,10 @@ export interface FactValue {
 }
 
 /**
- * The name a reference uses for a fact: ttft.p95, tpot.mean, output_throughput, goodput, kv_pool,
- * little, prefix_hits, weights, floor.prefill, ceiling.per-user, ridge, curve.output_throughput.
- * Several facts share a name when they stand at different points (one per sweep point).
+ * The name a reference uses for a fact (`CELL.fact(NAME)`): ttft.p95, tpot.mean, output_throughput,
+ * goodput, kv_pool (available_kv for a pool known only by its memory), little, prefix_hits,
+ * weights, floor.prefill, ceiling.per-user, ridge, curve.output_throughput. Several facts share a
+ * name when they stand at different points (one per sweep point).
  */
 export function factName(f: Fact): string {
   switch (f.kind) {
