@@ -18,8 +18,8 @@ export function cellOf(r: Pick<SweepResult, 'points'>, spec: ReportSpec): Record
   return {
     bench: 'sweep',
     seed: spec.seed.mode === 'fixed' ? spec.seed.value : 'per-point',
-    [spec.mode === 'open' ? 'rate' : 'concurrency']: r.points.map((p) =>
-      spec.mode === 'open' ? p.rate : p.concurrency,
+    [spec.loop === 'open' ? 'rate' : 'concurrency']: r.points.map((p) =>
+      spec.loop === 'open' ? p.rate : p.concurrency,
     ),
   };
 }

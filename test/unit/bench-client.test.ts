@@ -155,7 +155,7 @@ test('open loop: latencies from the scheduled time, dispatch lag reported, rate 
       { worker: 'off' },
     );
     const p = r.points[0];
-    assert.equal(p.mode, 'open');
+    assert.equal(p.loop, 'open');
     assert.equal(p.metrics.completed, 40);
     assert.ok(p.dispatchLagMs && p.dispatchLagMs.n === 40);
     const recs = fromColumnar(p.records!);
@@ -297,7 +297,7 @@ test("Little's law closes when requests wait for a connection: in flight counts 
     const run = await runPoint(
       agent,
       cfg,
-      { mode: 'closed', concurrency: 8, requests: 24, outputTokens: 16, seed: 1 },
+      { loop: 'closed', concurrency: 8, requests: 24, outputTokens: 16, seed: 1 },
       promptSource(1, 16, 1000),
       { threads: 1, samplePeriodMs: 2 },
     );

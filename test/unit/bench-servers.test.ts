@@ -31,7 +31,7 @@ const opts = (endpoint: string, o: Partial<SweepOptions> = {}): SweepOptions => 
 });
 
 const spec = (o: Partial<ReportSpec> = {}): ReportSpec => ({
-  mode: 'closed',
+  loop: 'closed',
   input: 32,
   output: 8,
   requests: 3,

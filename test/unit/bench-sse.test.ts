@@ -193,7 +193,7 @@ test('chunks that arrive together are reported: the share of gaps under 0.1 ms, 
       { worker: 'off' },
     );
     const spec = {
-      mode: 'closed' as const,
+      loop: 'closed' as const,
       input: 8,
       output: 16,
       requests: 4,

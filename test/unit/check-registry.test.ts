@@ -78,7 +78,7 @@ function troubledSweep(): SweepResult {
     points: [
       {
         index: 0,
-        mode: 'closed',
+        loop: 'closed',
         concurrency: 32,
         seed: 1,
         metrics,
@@ -120,7 +120,7 @@ function troubledSweep(): SweepResult {
 }
 
 const spec: ReportSpec = {
-  mode: 'closed',
+  loop: 'closed',
   input: 32,
   output: 4,
   requests: 16,

@@ -310,7 +310,7 @@ describe("Little's law is checked in one place", () => {
       points: [
         {
           index: 0,
-          mode: 'closed' as const,
+          loop: 'closed' as const,
           concurrency: 1,
           seed: 1,
           metrics,
@@ -326,7 +326,7 @@ describe("Little's law is checked in one place", () => {
       ],
     };
     const spec = {
-      mode: 'closed' as const,
+      loop: 'closed' as const,
       input: 10,
       output: 2,
       seed: { mode: 'per-point' as const, base: 1 },

@@ -258,7 +258,7 @@ function withRequestArrays(r: CellResult, vllm: unknown): unknown {
   return vllm.map((point, i) => {
     const p = rec?.points?.find((q) => q.index === i);
     const arrays = p?.records
-      ? saveResultArrays({ records: p.records, mode: p.rate !== undefined ? 'open' : 'closed' })
+      ? saveResultArrays({ records: p.records, loop: p.rate !== undefined ? 'open' : 'closed' })
       : undefined;
     return arrays && point && typeof point === 'object' ? { ...point, ...arrays } : point;
   });

@@ -11,6 +11,7 @@
  * in-flight count on a timer (for Little's law) and the event loop's delay (the client's lag).
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Loop } from '../facts/schema';
 import type { Dispatcher } from 'undici';
 import { buildBody, now, sendRequest, type ClientConfig, type RawResult, type RequestSpec } from './client';
 import { distribution, type Dist, type RequestRecord } from './metrics';
@@ -18,7 +19,7 @@ import { interArrivals, type PlannedPrompt, type PromptSource, type SessionSourc
 import { loadThreads, runPointThreads, ShardStartError } from './shards';
 
 export interface PointLoad {
-  mode: 'closed' | 'open';
+  loop: Loop;
   /** Closed loop: requests in flight. Open loop: an optional cap. */
   concurrency?: number;
   /** Open loop: requests per second. */
@@ -101,7 +102,7 @@ export async function runPoint(
     load = { ...load, requests: Math.min(load.requests ?? prompts.size, prompts.size) };
   // Many streams: split the point across load threads (shards.ts), each with its own event loop.
   // Conversations are not split: a session's turns follow one another on one stream.
-  if (load.mode === 'closed' && load.requests !== undefined && !prompts.session) {
+  if (load.loop === 'closed' && load.requests !== undefined && !prompts.session) {
     const threads = loadThreads(Math.max(1, load.concurrency ?? 1), opts.threads);
     if (threads > 1) {
       try {
@@ -219,7 +220,7 @@ export async function runPoint(
   const deadline = load.durationMs !== undefined ? t0 + load.durationMs : Infinity;
 
   try {
-    if (load.mode === 'closed' && prompts.session) {
+    if (load.loop === 'closed' && prompts.session) {
       // Multi-turn sessions: each stream holds one conversation at a time, its next turn sent one
       // think time after the previous answer ended; a finished conversation makes way for a new one.
       const c = Math.max(1, load.concurrency ?? 1);
@@ -241,7 +242,7 @@ export async function runPoint(
           }
         }),
       );
-    } else if (load.mode === 'closed') {
+    } else if (load.loop === 'closed') {
       const c = Math.max(1, load.concurrency ?? 1);
       let issued = 0;
       await Promise.all(
@@ -299,7 +300,7 @@ export async function runPoint(
     t0EpochMs,
     observedInFlight: sampleN ? sampleSum / sampleN : NaN,
     maxInFlight,
-    dispatchLagMs: load.mode === 'open' ? distribution(lags, [90, 99]) : undefined,
+    dispatchLagMs: load.loop === 'open' ? distribution(lags, [90, 99]) : undefined,
     loopLag: {
       mean_ms: ns(lag.mean),
       p50_ms: ns(lag.percentile(50)),

@@ -13,14 +13,14 @@ import type { PointResult, SweepResult } from './sweep';
 export const MAX_TOKENS_PER_CHUNK = 8;
 
 const pct = (x: number) => `${x > 0 ? '+' : ''}${fmtNum(x * 100, 1)}%`;
-const label = (p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>) =>
-  p.mode === 'open' ? `${p.rate} req/s` : `c=${p.concurrency}`;
+const label = (p: Pick<PointResult, 'loop' | 'concurrency' | 'rate'>) =>
+  p.loop === 'open' ? `${p.rate} req/s` : `c=${p.concurrency}`;
 
 /** The load column: the concurrency, and the observed peak in flight when it fell short. */
 export function loadLabel(p: PointResult): string {
   const base = label(p);
   const l = p.load;
-  return l && p.mode === 'closed' && l.short ? `${base} (peak ${l.peak_in_flight})` : base;
+  return l && p.loop === 'closed' && l.short ? `${base} (peak ${l.peak_in_flight})` : base;
 }
 
 /** The ok/sent column, with retries when there were any. */

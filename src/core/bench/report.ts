@@ -5,6 +5,7 @@
  * field names beside ours, and the findings. Shared by the bench cell and `inflab bench`.
  */
 import { MIME, factsOutput, tableOutput } from '../engine/outputs';
+import type { Loop } from '../facts/schema';
 import type { CellOutput } from '../engine/types';
 import { factAbove, MAX_ERROR_MESSAGES, type Fact, type FactOf } from '../facts';
 import { plotOutput } from '../plots/render';
@@ -16,7 +17,7 @@ import type { PointResult, SweepResult } from './sweep';
 import type { ServerEvidence } from './prometheus';
 
 export interface ReportSpec {
-  mode: 'closed' | 'open';
+  loop: Loop;
   input: number;
   output: number;
   requests?: number;
@@ -57,8 +58,8 @@ function displayUrl(url: string): string {
   }
 }
 
-function pointLabel(p: Pick<PointResult, 'mode' | 'concurrency' | 'rate'>): string {
-  return p.mode === 'open' ? `${p.rate} req/s` : `c=${p.concurrency}`;
+function pointLabel(p: Pick<PointResult, 'loop' | 'concurrency' | 'rate'>): string {
+  return p.loop === 'open' ? `${p.rate} req/s` : `c=${p.concurrency}`;
 }
 
 /** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
@@ -72,7 +73,7 @@ export function benchValues(
     const m = p.metrics;
     const burst = burstShare(p);
     return {
-      ...(p.mode === 'open' ? { rate: p.rate } : { concurrency: p.concurrency }),
+      ...(p.loop === 'open' ? { rate: p.rate } : { concurrency: p.concurrency }),
       seed: p.seed,
       completed: m.completed,
       failed: m.failed,
@@ -113,7 +114,7 @@ export function benchValues(
     };
   });
   const rows = r.points.map((p) => ({
-    x: p.mode === 'open' ? p.rate : p.concurrency,
+    x: p.loop === 'open' ? p.rate : p.concurrency,
     concurrency: p.concurrency,
     rate: p.rate,
     output_throughput: r3(p.metrics.output_throughput),
@@ -129,18 +130,19 @@ export function benchValues(
         endpoint_type: 'openai',
         model_id: r.model,
         num_prompts: p.metrics.completed + p.metrics.failed,
-        request_rate: p.mode === 'open' ? p.rate : 'inf',
-        burstiness: p.mode === 'open' ? (spec.burstiness ?? 1) : 1,
-        max_concurrency: p.mode === 'closed' ? p.concurrency : null,
+        request_rate: p.loop === 'open' ? p.rate : 'inf',
+        burstiness: p.loop === 'open' ? (spec.burstiness ?? 1) : 1,
+        max_concurrency: p.loop === 'closed' ? p.concurrency : null,
         percentile_metrics: 'ttft,tpot,itl,e2el',
         metric_percentiles: pk.join(','),
       }),
     ),
   );
   return {
-    mode: spec.mode,
+    // Saved notebooks (and benchFacts) read this key: it keeps its name.
+    mode: spec.loop,
     load_shape:
-      spec.mode === 'closed'
+      spec.loop === 'closed'
         ? 'closed loop: concurrency fixes L (in flight); latencies from the actual send time'
         : 'open loop: rate fixes λ; latencies from the scheduled send time',
     endpoint: displayUrl(r.endpoint),
@@ -204,7 +206,7 @@ function percentileFallback(p: PointResult, q: number, which: 'ttft'): number | 
   if (!p.records) return undefined;
   const xs = fromColumnar(p.records)
     .filter((x) => x.ok && x.chunkMs.length)
-    .map((x) => x.chunkMs[0] - (p.mode === 'open' ? x.scheduledMs : x.sentMs));
+    .map((x) => x.chunkMs[0] - (p.loop === 'open' ? x.scheduledMs : x.sentMs));
   return which === 'ttft' && xs.length ? percentile(xs, q) : undefined;
 }
 
@@ -253,14 +255,14 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
   const rtt = rttNote(r);
   const note =
     rtt +
-    (spec.mode === 'closed'
+    (spec.loop === 'closed'
       ? 'Closed loop (concurrency fixes L): with fixed lengths requests move in waves, so p99 TTFT measures burst collisions. '
       : 'Open loop (rate fixes λ): latencies count from the scheduled send time. ') +
     `Latencies in ms as median / ${pl}. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}; ${FORMULAS.e2e}; ${FORMULAS.output_throughput}; ${FORMULAS.goodput}; ${FORMULAS.little}; ${FORMULAS.hit_rate}; client lag = event-loop delay p99 of the load thread.`;
   return tableOutput(
     title,
     [
-      { key: 'load', label: spec.mode === 'closed' ? 'concurrency' : 'rate' },
+      { key: 'load', label: spec.loop === 'closed' ? 'concurrency' : 'rate' },
       { key: 'done', label: 'ok/sent', align: 'right' },
       { key: 'req_s', label: 'req/s', align: 'right' },
       { key: 'out_tok_s', label: 'out tok/s', align: 'right' },
@@ -293,7 +295,7 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
     ['model (from /v1/models)', r.model],
     [
       'load',
-      spec.mode === 'closed'
+      spec.loop === 'closed'
         ? 'closed loop (concurrency list)'
         : `open loop (rate list, ${spec.burstiness && spec.burstiness !== 1 ? `gamma, burstiness ${spec.burstiness}` : 'Poisson'})`,
     ],
@@ -392,9 +394,9 @@ export async function benchPlots(
   only: 'all' | 'throughput' = 'all',
 ): Promise<CellOutput[]> {
   if (!r.points.length) return [];
-  const xTitle = spec.mode === 'closed' ? 'concurrency (requests in flight)' : 'request rate (req/s)';
-  const xScale = spec.mode === 'closed' ? { type: 'log', base: 2 } : { type: 'linear' };
-  const xOf = (p: PointResult) => (p.mode === 'open' ? p.rate! : p.concurrency!);
+  const xTitle = spec.loop === 'closed' ? 'concurrency (requests in flight)' : 'request rate (req/s)';
+  const xScale = spec.loop === 'closed' ? { type: 'log', base: 2 } : { type: 'linear' };
+  const xOf = (p: PointResult) => (p.loop === 'open' ? p.rate! : p.concurrency!);
   const thr = r.points.map((p) => ({
     x: xOf(p),
     series: 'measured output tok/s',
@@ -409,13 +411,13 @@ export async function benchPlots(
         y: { field: 'tok_s', type: 'quantitative', title: 'output tokens/s' },
         color: { field: 'series', type: 'nominal', title: null },
         tooltip: [
-          { field: 'x', title: spec.mode === 'closed' ? 'concurrency' : 'rate' },
+          { field: 'x', title: spec.loop === 'closed' ? 'concurrency' : 'rate' },
           { field: 'tok_s', format: ',.1f' },
         ],
       },
     },
   ];
-  const drawn = predicted && predicted.points.length && spec.mode === 'closed' ? predicted : undefined;
+  const drawn = predicted && predicted.points.length && spec.loop === 'closed' ? predicted : undefined;
   if (drawn) {
     layers.push({
       data: { values: drawn.points.map((p) => ({ x: p.x, series: drawn.label, tok_s: p.tok_s })) },
@@ -429,7 +431,7 @@ export async function benchPlots(
   }
   const out: CellOutput[] = [
     await plotOutput({
-      title: `Output throughput vs ${spec.mode === 'closed' ? 'concurrency' : 'rate'}${drawn ? (drawn.source === 'serving' ? ', against the serving prediction' : ', against the decode roofline only (no serving prediction above)') : ''}`,
+      title: `Output throughput vs ${spec.loop === 'closed' ? 'concurrency' : 'rate'}${drawn ? (drawn.source === 'serving' ? ', against the serving prediction' : ', against the decode roofline only (no serving prediction above)') : ''}`,
       width: 420,
       height: 240,
       layer: layers,

@@ -6,10 +6,10 @@
 import { fromColumnar } from './records';
 import type { PointResult } from './sweep';
 
-export function saveResultArrays(p: Pick<PointResult, 'records' | 'mode'>): Record<string, unknown[]> | undefined {
+export function saveResultArrays(p: Pick<PointResult, 'records' | 'loop'>): Record<string, unknown[]> | undefined {
   if (!p.records) return undefined;
   const recs = fromColumnar(p.records);
-  const origin = (r: (typeof recs)[number]) => (p.mode === 'open' ? r.scheduledMs : r.sentMs);
+  const origin = (r: (typeof recs)[number]) => (p.loop === 'open' ? r.scheduledMs : r.sentMs);
   return {
     input_lens: recs.map((r) => r.promptTokens ?? null),
     output_lens: recs.map((r) => (r.ok ? (r.outputTokens ?? r.chunkMs.length) : 0)),

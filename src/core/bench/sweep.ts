@@ -5,6 +5,7 @@
  * called: the bench worker calls it, and so does the in-thread fallback.
  */
 import { setMaxListeners } from 'node:events';
+import type { Loop } from '../facts/schema';
 import type { Dispatcher } from 'undici';
 import {
   createAgent,
@@ -99,7 +100,7 @@ export interface SweepOptions {
 /** A point's load-generator run (its timings, in-flight counts and lags) with what the sweep made of it. */
 export interface PointResult extends Omit<PointRun, 'records'> {
   index: number;
-  mode: 'closed' | 'open';
+  loop: Loop;
   concurrency?: number;
   rate?: number;
   seed: number;
@@ -422,7 +423,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         agent,
         cfg,
         {
-          mode: open ? 'open' : 'closed',
+          loop: open ? 'open' : 'closed',
           concurrency: open ? o.maxConcurrency : l.concurrency,
           rate: l.rate,
           burstiness: o.burstiness,
@@ -479,7 +480,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         contaminationReason = `${(cachedShare * 100).toFixed(1)}% of prompt tokens reported cached (usage.prompt_tokens_details.cached_tokens) > ${(threshold * 100).toFixed(0)}%`;
       const p: PointResult = {
         index: i,
-        mode: open ? 'open' : 'closed',
+        loop: open ? 'open' : 'closed',
         ...(open ? { rate: l.rate } : { concurrency: l.concurrency }),
         seed,
         metrics,

@@ -254,7 +254,7 @@ function reportSpec(
   means: { input: number; output: number },
 ): ReportSpec {
   return {
-    mode: open ? 'open' : 'closed',
+    loop: open ? 'open' : 'closed',
     input: means.input,
     output: means.output,
     requests,
