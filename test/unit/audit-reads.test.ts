@@ -128,9 +128,9 @@ test('the confirmation of a file outside the workspace is not cut short by the r
     const asked: string[] = [];
     const files = nodeFiles({
       roots: () => [DIR],
-      timeoutMs: { run: 50 },
+      timeoutMs: { run: 2000 },
       // The user takes longer to answer than a read may take.
-      confirm: (p) => new Promise((r) => setTimeout(() => r(!!asked.push(p)), 300)),
+      confirm: (p) => new Promise((r) => setTimeout(() => r(!!asked.push(p)), 2500)),
     });
     const o: ReadFileOptions = { purpose: 'run', notebookDir: DIR };
     assert.equal(await files.readFile(file, o), 'hello');
