@@ -75,12 +75,16 @@ export function tableOutput<R>(title: string, columns: Column<R>[], rows: R[], n
 }
 
 /** Key/value facts as a two-column table. */
+const FACT_VALUE_RIGHT_ALIGN_MAX = 40;
+
 export function factsOutput(title: string, facts: [string, string][], note?: string): CellOutput {
+  // Short values (numbers with units) line up on the right; a table holding sentences reads from the left.
+  const prose = facts.some(([, v]) => v.length > FACT_VALUE_RIGHT_ALIGN_MAX);
   return tableOutput(
     title,
     [
       { key: 'k', label: 'quantity', align: 'left' },
-      { key: 'v', label: 'value', align: 'right' },
+      { key: 'v', label: 'value', align: prose ? 'left' : 'right' },
     ],
     facts.map(([k, v]) => ({ k, v })),
     note,
