@@ -1,4 +1,5 @@
 /** Small builders the kinds use to state facts: non-finite numbers state nothing. */
+import type { Setup } from '../engine/types';
 import type { Fact, Point } from './schema';
 import { canonicalStat, type LatencyMetric } from './stat';
 
@@ -39,4 +40,23 @@ export function statsOf(d: unknown, extremes = false): { stat: string; ms: numbe
   }
   if (extremes) put('max', o.max);
   return out;
+}
+
+/**
+ * The setup a cell ran on, as one fact: the setup cell's own (with its endpoint), a bench that
+ * measured on it, a prediction made for it.
+ */
+export function setupFact(s: Setup, o: { source?: string; endpoint?: boolean } = {}): Extract<Fact, { kind: 'setup' }> {
+  return {
+    kind: 'setup',
+    name: s.name,
+    gpu: s.gpu.id,
+    model: s.model.id,
+    weights: s.weights,
+    kv_cache: s.kvCache,
+    ...(o.endpoint && s.endpoint ? { endpoint: s.endpoint } : {}),
+    params_total: s.model.params.total,
+    params_active: s.model.params.active,
+    ...(o.source ? { source: o.source } : {}),
+  };
 }

@@ -12,6 +12,7 @@ import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
 import type { Fact } from '../facts';
+import { setupFact } from '../facts/make';
 import { parseSloKey, SLO_METRICS, sloOf } from '../facts/stat';
 import type { CellWorkload } from '../workload/cell';
 import { expectedPrefixHitRate } from '../workload/plan';
@@ -415,20 +416,7 @@ async function run(cell: Cell, ctx: RunContext) {
   await chain;
   const values = benchValues(result, spec);
   // The setup measured, so a calibration on this cell fits on it (and says so when it predicts another).
-  const facts: Fact[] = [
-    ...benchFacts(values, cell),
-    {
-      kind: 'setup',
-      name: setup.name,
-      gpu: setup.gpu.id,
-      model: setup.model.id,
-      weights: setup.weights,
-      kv_cache: setup.kvCache,
-      params_total: setup.model.params.total,
-      params_active: setup.model.params.active,
-      source: 'bench',
-    },
-  ];
+  const facts: Fact[] = [...benchFacts(values, cell), setupFact(setup, { source: 'bench' })];
   // Measured beside predicted: the verdict per point, with the causes the run's evidence names.
   const { benchVerdict, predictedCurve } = await import('../explain/bench');
   // A verdict that could not be made is a note fact (the bench-note rule says it), never a lost measurement.

@@ -11,7 +11,7 @@ import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { KindModule, RunContext, Setup } from '../engine/types';
 import { fitFindings } from '../checks/fit';
 import { factAbove, factSchema, factsOf, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
-import { fin, latencyFacts } from '../facts/make';
+import { fin, latencyFacts, setupFact as makeSetupFact } from '../facts/make';
 import { benchCellFacts } from './benchFacts';
 import { CellError } from '../findings';
 import {
@@ -228,15 +228,8 @@ const setupFact = factSchema.refine((f) => f.kind === 'setup');
 
 /** The setup a prediction was made for, as its setup fact states it. */
 export function setupValues(setup: Setup) {
-  return {
-    name: setup.name,
-    gpu: setup.gpu.id,
-    model: setup.model.id,
-    weights: setup.weights,
-    kv_cache: setup.kvCache,
-    params_total: setup.model.params.total,
-    params_active: setup.model.params.active,
-  };
+  const { kind: _kind, ...values } = makeSetupFact(setup);
+  return values;
 }
 
 /** The serving model's free parameters as a prediction used them, saved in its values. */

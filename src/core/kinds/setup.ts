@@ -20,6 +20,7 @@ import {
 import { hfConfigSchema, modelFromHfConfig } from '../catalog/hfConfig';
 import { lookupFile, type FileCache, type FileNeed } from '../engine/files';
 import { factsOutput } from '../engine/outputs';
+import { setupFact } from '../facts/make';
 import { gpuCounts, parallelOf, parallelWords, setupWeightsResident, weightsBytes } from '../physics';
 import { quantity, suggestions, zodFindings } from '../engine/schema';
 import type { KindModule, Setup } from '../engine/types';
@@ -483,17 +484,7 @@ export const setupKind: KindModule<SetupCell> = {
         ...(s.price ? { price_per_gpu_hour: s.price.perGpuHour, price_per_hour: s.price.perGpuHour * gpus.total } : {}),
       },
       facts: [
-        {
-          kind: 'setup',
-          name: s.name,
-          gpu: s.gpu.id,
-          model: m.id,
-          weights: s.weights,
-          kv_cache: s.kvCache,
-          ...(s.endpoint ? { endpoint: s.endpoint } : {}),
-          params_total: m.params.total,
-          params_active: m.params.active,
-        },
+        setupFact(s, { endpoint: true }),
         { kind: 'weights', bytes: weightsBytes(m, s.weights, s.unquantized), source: `setup ${s.name}` },
       ],
       outputs: [factsOutput(`setup ${s.name}`, facts, `GPU source: ${s.gpu.source}. Model source: ${m.source}.`)],
