@@ -6,13 +6,14 @@
  * mounting is permitted, a real 64 KiB tmpfs.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { serializeNotebook, type Notebook } from '../../src/core/notebook/format';
+import { runInflabSource } from '../support/cli';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-full-disk-'));
@@ -38,25 +39,8 @@ const NB: Notebook = {
   ],
 };
 
-function inflab(args: string[], env: Record<string, string> = {}, preload: string[] = []) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const p = spawn(process.execPath, [...preload, '--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), ...args], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...env },
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (b) => (stdout += b));
-    p.stderr.on('data', (b) => (stderr += b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const inflab = (args: string[], env: Record<string, string> = {}, preload: string[] = []) =>
+  runInflabSource(args, { env, preload });
 
 test('inflab run --in-place on a full disk (injected ENOSPC) leaves the notebook byte-identical, with a message', async () => {
   const d = freshDir();

@@ -7,12 +7,11 @@
  * than MAX_DEPTH (5,000 levels of metadata: refused before any cell runs, so nothing is lost at save).
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { runInflabSource } from '../support/cli';
 import {
   MAX_DEPTH,
   NotebookFormatError,
@@ -23,7 +22,6 @@ import {
   type Notebook,
 } from '../../src/core/notebook/format';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-lossy-'));
 after(() => fs.rmSync(TMP, { recursive: true, force: true }));
 let n = 0;
@@ -159,24 +157,7 @@ test('what a double holds exactly, the same key in different objects and nesting
 
 // ---------------------------------------------------------------- the CLI
 
-function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), ...args], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    p.stdout.on('data', (b) => out.push(b));
-    p.stderr.on('data', (b) => err.push(b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-    });
-  });
-}
+const run = (args: string[]) => runInflabSource(args);
 
 /** A CLI command in this process, with what it prints captured. */
 async function inProcess(
