@@ -667,6 +667,37 @@ test('a file outside the notebook folder is read only when the host confirms it'
   }
 });
 
+test('a glob of logs is listed through the host: outside the folder it asks once for the folder, in Restricted Mode it lists nothing', async () => {
+  const { createNotebookContext, runCell } = await import('../../src/core/engine/engine');
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-audit-glob-'));
+  try {
+    const nbDir = path.join(root, 'nb');
+    fs.mkdirSync(path.join(nbDir, 'logs'), { recursive: true });
+    fs.mkdirSync(path.join(root, 'elsewhere'));
+    for (const n of ['a.log', 'b.log']) {
+      fs.writeFileSync(path.join(nbDir, 'logs', n), BARE.join('\n'));
+      fs.writeFileSync(path.join(root, 'elsewhere', n), BARE.join('\n'));
+    }
+    const asked: string[] = [];
+    const policy = { roots: () => [], confirm: async (p: string) => !!asked.push(p) && false };
+    const nb = createNotebookContext(nbDir, nodeFiles(policy));
+    const inside = await runCell('audit: logs/*.log\nplot: false', 0, nb);
+    assert.ok(inside.ok, inside.error?.message);
+    assert.deepEqual(asked, [], 'inside the folder: no question');
+    const outside = await runCell('audit: ../elsewhere/*.log\nplot: false', 1, nb);
+    assert.equal(outside.ok, false);
+    assert.equal(outside.error?.code, 'audit-read-refused');
+    assert.deepEqual(asked, [fs.realpathSync(path.join(root, 'elsewhere'))], 'one question, for the folder');
+    const restricted = createNotebookContext(nbDir, nodeFiles({ ...policy, trusted: () => false }));
+    const r = await runCell('audit: logs/*.log\nplot: false', 0, restricted);
+    assert.equal(r.ok, false);
+    assert.equal(r.error?.code, 'audit-read-refused');
+    assert.match(r.error!.message, /Restricted Mode/);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test('audit memory: a line over the limit is skipped and counted with its line number, on both paths', () => {
   const long = 'x'.repeat((1 << 20) + 10);
   const text = [BARE[0], long, ...BARE.slice(1)].join('\n');

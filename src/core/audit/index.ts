@@ -9,7 +9,7 @@ import type { CellPath, Finding } from '../findings';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
 import { auditFindings, heartbeatMeans, type AuditFindingOptions } from './findings';
-import { resolveAuditInput, type AuditInput } from './inputs';
+import { resolveAuditInput, type AuditFileLister, type AuditInput } from './inputs';
 import { fetchMetrics, metricsFactsFromText, metricsFindings, type MetricsFacts } from './metrics';
 import type { AuditFacts } from './parse';
 import { auditFiles, type AuditFileOptions, type AuditTimings } from './read';
@@ -29,7 +29,7 @@ export type { AuditTimings } from './read';
 export { buildTimeline, isIdle } from './timeline';
 export type { Segment, Timeline } from './timeline';
 export { auditFindings, interferenceWindows, heartbeatMeans, cite } from './findings';
-export { resolveAuditInput, globFiles, segmentRegex } from './inputs';
+export { resolveAuditInput } from './inputs';
 export { metricsFactsFromText, metricsFindings, fetchMetrics } from './metrics';
 export { timelineSpec } from './plot';
 export { generateLog, generateLogFile } from './generate';
@@ -42,6 +42,10 @@ export interface AuditOptions extends AuditFileOptions {
   /** Skip the SVG rendering of the plot (the CLI's --json, perf runs). */
   plot?: boolean;
   predicted?: AuditFindingOptions['predicted'];
+  /** How the logs a path or glob names are found: the host's file service. Default: every path. */
+  files?: AuditFileLister;
+  /** What the value names, when the caller has resolved it already (through the same file service). */
+  input?: AuditInput;
 }
 
 export interface AuditResult {
@@ -125,7 +129,7 @@ function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
 
 /** Audit what a cell names (path, glob, or /metrics URL), relative to `dir`. */
 export async function runAudit(value: string, dir: string, opts: AuditOptions = {}): Promise<AuditResult> {
-  const r = resolveAuditInput(value, dir);
+  const r = opts.input ? { input: opts.input } : await resolveAuditInput(value, dir, opts.files, opts.signal);
   if (!r.input) throw new Error(r.error);
   const input = r.input;
   const at = opts.path ?? ['audit'];

@@ -131,6 +131,12 @@ export interface Services {
   openFile?(absPath: string, opts: ReadFileOptions): Promise<ReadHandle>;
   /** What is at a path (following links), or undefined when nothing is; never opens it. */
   statFile?(absPath: string, opts: ReadFileOptions): Promise<FileInfo | undefined>;
+  /**
+   * Regular files matching a glob (absolute, or relative to `opts.notebookDir`), oldest first by
+   * modification time, at most `opts.limit`; under statFile's rules for the folder the glob starts
+   * in (Restricted Mode, the workspace rule and its confirmation). Never opens a file.
+   */
+  listFiles?(pattern: string, opts: ReadFileOptions & { limit?: number }): Promise<string[]>;
   /** Settings from the host (environment, configuration). */
   settings?: HostSettings;
 }

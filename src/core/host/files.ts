@@ -8,6 +8,7 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { glob } from 'tinyglobby';
 import { FileReadError } from '../engine/files';
 import type { FileInfo, ReadFileOptions, ReadHandle, ReadPurpose, Services } from '../engine/types';
 
@@ -33,7 +34,10 @@ export const FILE_LIMITS = {
   timeoutMs: { analysis: 1_000, run: 30_000 } as Record<ReadPurpose, number>,
 };
 
-type FileHooks = Required<Pick<Services, 'readFile' | 'openFile' | 'statFile' | 'confirmRead'>>;
+type FileHooks = Required<Pick<Services, 'readFile' | 'openFile' | 'statFile' | 'listFiles' | 'confirmRead'>>;
+
+/** The most files one glob returns (a rotated log set is tens; a mistaken `/**` is stopped). */
+export const GLOB_LIMIT = 10_000;
 
 // O_NONBLOCK: opening a FIFO that a race swapped in for the regular file stat saw returns at once.
 const OPEN_FLAGS = fs.constants.O_RDONLY | (fs.constants.O_NONBLOCK ?? 0);
@@ -114,6 +118,30 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
     return fh;
   }
 
+  async function statFile(abs: string, o: ReadFileOptions): Promise<FileInfo | undefined> {
+    let real: string;
+    try {
+      real = await admit(abs, o);
+    } catch (e) {
+      if (e instanceof FileReadError && e.code === 'not-found') return undefined;
+      throw e;
+    }
+    return bounded(timeout(o), abs, o.signal, async (): Promise<FileInfo | undefined> => {
+      let st: fs.Stats;
+      try {
+        st = await fs.promises.stat(real);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+        throw errnoError(e, abs);
+      }
+      return {
+        type: st.isFile() ? 'file' : st.isDirectory() ? 'directory' : 'other',
+        size: st.size,
+        mtimeMs: st.mtimeMs,
+      };
+    });
+  }
+
   return {
     async readFile(abs, o) {
       const real = await admit(abs, o);
@@ -155,28 +183,36 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
         };
       });
     },
-    async statFile(abs, o) {
-      let real: string;
+    statFile,
+    async listFiles(pattern, o) {
+      const { base, rest } = splitGlob(path.resolve(o.notebookDir ?? '.', pattern));
+      // The folder the glob starts in is admitted as a stat of it would be: one question, not one per file.
+      const info = await statFile(base, o);
+      if (info?.type !== 'directory') return [];
+      const max = o.limit ?? GLOB_LIMIT;
+      // A timeout or a cancel stops the walk too, not only the wait for it.
+      const stop = new AbortController();
       try {
-        real = await admit(abs, o);
-      } catch (e) {
-        if (e instanceof FileReadError && e.code === 'not-found') return undefined;
-        throw e;
+        return await bounded(timeout(o), pattern, o.signal, async () => {
+          const found = await glob(rest, {
+            cwd: base,
+            absolute: true,
+            onlyFiles: true,
+            expandDirectories: false,
+            deep: 64,
+            signal: stop.signal,
+          });
+          const files: { p: string; mtime: number }[] = [];
+          for (const p of found.slice(0, max)) {
+            const st = await fs.promises.stat(p).catch(() => undefined);
+            if (st?.isFile()) files.push({ p: path.normalize(p), mtime: st.mtimeMs });
+          }
+          // Rotated logs (day4.log.2, day4.log.1, day4.log) come out oldest first; the name breaks ties.
+          return files.sort((a, b) => a.mtime - b.mtime || a.p.localeCompare(b.p)).map((f) => f.p);
+        });
+      } finally {
+        stop.abort();
       }
-      return bounded(timeout(o), abs, o.signal, async (): Promise<FileInfo | undefined> => {
-        let st: fs.Stats;
-        try {
-          st = await fs.promises.stat(real);
-        } catch (e) {
-          if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-          throw errnoError(e, abs);
-        }
-        return {
-          type: st.isFile() ? 'file' : st.isDirectory() ? 'directory' : 'other',
-          size: st.size,
-          mtimeMs: st.mtimeMs,
-        };
-      });
     },
     async confirmRead(abs) {
       if (policy.trusted && !policy.trusted()) return false;
@@ -185,6 +221,19 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
       return policy.confirm ? policy.confirm(abs) : false;
     },
   };
+}
+
+/** An absolute glob split at its first segment with a wildcard: the folder to start in, and the rest. */
+export function splitGlob(abs: string): { base: string; rest: string } {
+  const parts = abs.split(path.sep);
+  let k = 0;
+  while (k < parts.length && !isGlob(parts[k])) k++;
+  return { base: parts.slice(0, k).join(path.sep) || path.sep, rest: parts.slice(k).join('/') };
+}
+
+/** Whether a path segment (or a whole value) holds a glob wildcard: `*`, `?`, `[…]` or `{a,b}`. */
+export function isGlob(s: string): boolean {
+  return /[*?[{]/.test(s);
 }
 
 async function insideAny(real: string, roots: readonly string[]): Promise<boolean> {

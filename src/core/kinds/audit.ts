@@ -124,21 +124,34 @@ export const auditKind: KindModule<Cell> = {
           'audit-host-refused',
         );
     }
-    const r = resolveAuditInput(v, ctx.notebook.dir);
-    if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
-    // Logs are opened through the host's file service: its workspace rule (a file outside the
-    // notebook's folder and the workspace is read only when confirmed), Restricted Mode, regular files only.
+    // Logs are found and opened through the host's file service: its workspace rule (a file outside
+    // the notebook's folder and the workspace is read only when confirmed), Restricted Mode, regular files only.
     const { services, dir } = ctx.notebook;
-    if (r.input?.kind === 'files' && !services.openFile)
+    const isUrl = /^https?:\/\//i.test(v);
+    if (!isUrl && !(services.openFile && services.statFile && services.listFiles))
       throw new CellError('Cannot read the log: this host reads no files', ['audit'], 'audit-read-failed');
     // Already refused when the host looked at it for this run (reads): not asked twice.
     const seen = lookupFile(ctx.notebook.files, { path: path.resolve(dir, v), want: 'stat' });
     if (seen && 'error' in seen && refusal(seen.error)) throw refused(seen.error.message);
+    let r: Awaited<ReturnType<typeof resolveAuditInput>>;
+    try {
+      r = await resolveAuditInput(
+        v,
+        dir,
+        isUrl ? undefined : { statFile: services.statFile!, listFiles: services.listFiles! },
+        ctx.signal,
+      );
+    } catch (e) {
+      if (e instanceof FileReadError && refusal(e)) throw refused(e.message);
+      throw new CellError(`Cannot read the log: ${(e as Error).message}`, ['audit'], 'audit-read-failed');
+    }
+    if (r.error) throw new CellError(r.error, ['audit'], 'audit-file-not-found');
     const open = (abs: string) => services.openFile!(abs, { purpose: 'run', notebookDir: dir, signal: ctx.signal });
     // The parser and the /metrics fetch (undici) load only when an audit cell runs.
     const { runAudit } = await import('../audit');
     try {
       const res = await runAudit(v, ctx.notebook.dir, {
+        input: r.input,
         setup: ctx.setup,
         hitThresholdPct: cell.hit_threshold,
         kvFullPct: cell.kv_full,
