@@ -159,7 +159,7 @@ export async function clearApiKeyCommand(keys: EndpointKeys): Promise<void> {
 export function trustServices(
   context: vscode.ExtensionContext,
   keys: EndpointKeys,
-): Pick<Services, 'getApiKey' | 'confirmHost' | 'readFile' | 'openFile' | 'statFile' | 'listFiles' | 'confirmRead'> {
+): Pick<Services, 'getApiKey' | 'confirmHost' | 'readFile' | 'openFile' | 'statFile' | 'listFiles'> {
   const confirmed = new Set<string>(context.globalState.get<string[]>('inflab.confirmedHosts') ?? []);
   const asking = new Map<string, Promise<boolean>>();
   const askingRead = new Map<string, Promise<boolean>>();

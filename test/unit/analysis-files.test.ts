@@ -41,7 +41,7 @@ function host(policy: FilePolicy): { services: Services; calls: string[] } {
       readFile: (abs, o) => (calls.push(`read ${abs}`), files.readFile(abs, o)),
       statFile: (abs, o) => (calls.push(`stat ${abs}`), files.statFile(abs, o)),
       openFile: (abs, o) => (calls.push(`open ${abs}`), files.openFile(abs, o)),
-      confirmRead: files.confirmRead,
+      listFiles: (p, o) => (calls.push(`list ${p}`), files.listFiles(p, o)),
     },
   };
 }

@@ -118,11 +118,6 @@ export interface Services {
    * Returning false refuses the request. The host says in its question whether a key goes along.
    */
   confirmHost?(url: string): Promise<boolean>;
-  /**
-   * Asked before a run reads a file outside the notebook's folder and workspace. Returning false
-   * refuses the read. (readFile and openFile ask it themselves where the host implements both.)
-   */
-  confirmRead?(absPath: string): Promise<boolean>;
   /** URL of a running simulated endpoint for "endpoint: sim" (started on demand by the host). */
   simEndpoint?(setup: Setup | undefined): Promise<string>;
   /** A regular file's text (UTF-8), bounded in size and time (config.json and the like). */

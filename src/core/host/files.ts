@@ -34,7 +34,7 @@ export const FILE_LIMITS = {
   timeoutMs: { analysis: 1_000, run: 30_000 } as Record<ReadPurpose, number>,
 };
 
-type FileHooks = Required<Pick<Services, 'readFile' | 'openFile' | 'statFile' | 'listFiles' | 'confirmRead'>>;
+type FileHooks = Required<Pick<Services, 'readFile' | 'openFile' | 'statFile' | 'listFiles'>>;
 
 /** The most files one glob returns (a rotated log set is tens; a mistaken `/**` is stopped). */
 export const GLOB_LIMIT = 10_000;
@@ -213,12 +213,6 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
       } finally {
         stop.abort();
       }
-    },
-    async confirmRead(abs) {
-      if (policy.trusted && !policy.trusted()) return false;
-      if (!policy.roots) return true;
-      if (await insideAny(abs, policy.roots())) return true;
-      return policy.confirm ? policy.confirm(abs) : false;
     },
   };
 }
