@@ -455,7 +455,7 @@ function writeActivation(results, host) {
   const dir = path.join(root, 'perf-results');
   fs.mkdirSync(dir, { recursive: true });
   const out = {
-    label: `VS Code ${passes[0].vscode} (${host}) extension host, measured by the VS Code suite before any notebook opened: activate_call_ms = getExtension().activate() to its resolution (activate_cpu_ms: the extension host's CPU time over it); require_ms = between the extension host's own marks around require(dist/extension.js); vscode_record = VS Code's Startup Performance figures (its load-code time also counts loading localized messages)`,
+    label: `VS Code ${passes[0].vscode} (${host}) extension host, measured by the VS Code suite before any notebook opened, once the extensions that activate at start-up were active and the extension host idle (settled): activate_call_ms = getExtension().activate() to its resolution (activate_cpu_ms: the extension host's CPU time over it); require_ms = between the extension host's own marks around require(dist/extension.js); spans_ms = activate_call_ms split at the extension host's marks (before: up to willLoadExtensionCode; require; context: waiting for the ExtensionContext's storage; activate: our activate() and its promise; after: to the suite's await); host_loaded_at_resolve = dist/extension-host.js already required when activate() resolved; until_host_ms = activate() asked → extension-host.js loaded (diagnostics, hovers, completions registered); vscode_record = VS Code's Startup Performance figures (its load-code time also counts loading localized messages)`,
     when: new Date().toISOString(),
     machine: {
       cores: os.cpus().length,
@@ -472,7 +472,25 @@ function writeActivation(results, host) {
   };
   fs.writeFileSync(path.join(dir, 'activation.json'), JSON.stringify(out, null, 2) + '\n');
   log(
-    `activation: ${passes.map((p) => `${p.mode} ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? ` (VS Code: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms)` : ''}`).join('; ')} → perf-results/activation.json`,
+    `activation (load average ${out.machine.loadavg.join(' ')}): ${passes
+      .map(
+        (p) =>
+          `${p.mode} ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms` +
+          (p.spans_ms
+            ? ` [${Object.entries(p.spans_ms)
+                .map(([k, v]) => `${k} ${v}`)
+                .join(', ')}]`
+            : '') +
+          (p.host_loaded_at_resolve ? ', extension-host.js loaded before it resolved' : '') +
+          (p.until_host_ms !== undefined ? `, the rest (extension-host.js) loaded at ${p.until_host_ms} ms` : '') +
+          (p.settled
+            ? `, asked ${p.settled.waited_ms} ms after the suite began (start-up extensions: ${p.settled.waited_for.join(', ') || 'all active'}${p.settled.still_inactive.length ? `; still inactive: ${p.settled.still_inactive.join(', ')}` : ''})`
+            : '') +
+          (p.vscode_record
+            ? ` (VS Code: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms)`
+            : ''),
+      )
+      .join('; ')} → perf-results/activation.json`,
   );
 }
 
