@@ -42,18 +42,28 @@ function cellText<R>(c: Column<R>, row: R): string {
   return v === undefined || v === null ? '' : String(v);
 }
 
+/**
+ * A column whose label and cells are all at most this many characters (a number with its unit, a
+ * point, a verdict) keeps each cell on one line in HTML; a column holding sentences wraps. Without
+ * it a table with one prose column squeezed the others to their longest word ("output" over
+ * "tok/s", the verdict's mark over its word).
+ */
+const NOWRAP_MAX = 24;
+
 /** A table as HTML (for the editor) and aligned plain text (for the CLI). */
 export function tableOutput<R>(title: string, columns: Column<R>[], rows: R[], note?: string): CellOutput {
   const texts = rows.map((r) => columns.map((c) => cellText(c, r)));
   const right = (c: Column<R>) =>
     c.align === 'right' || (c.align === undefined && rows.length > 0 && typeof rows[0][c.key] === 'number');
+  const widths = columns.map((c, i) => Math.max(c.label.length, ...texts.map((t) => t[i].length)));
+  const style = (i: number) =>
+    `text-align:${right(columns[i]) ? 'right' : 'left'}${widths[i] <= NOWRAP_MAX ? ';white-space:nowrap' : ''}`;
   const html =
     `<div class="inflab-table"><div><strong>${esc(title)}</strong></div>` +
-    `<table><thead><tr>${columns.map((c) => `<th style="text-align:${right(c) ? 'right' : 'left'}">${esc(c.label)}</th>`).join('')}</tr></thead>` +
-    `<tbody>${texts.map((t) => `<tr>${t.map((x, i) => `<td style="text-align:${right(columns[i]) ? 'right' : 'left'}">${esc(x)}</td>`).join('')}</tr>`).join('')}</tbody></table>` +
+    `<table><thead><tr>${columns.map((c, i) => `<th style="${style(i)}">${esc(c.label)}</th>`).join('')}</tr></thead>` +
+    `<tbody>${texts.map((t) => `<tr>${t.map((x, i) => `<td style="${style(i)}">${esc(x)}</td>`).join('')}</tr>`).join('')}</tbody></table>` +
     (note ? `<div><em>${esc(note)}</em></div>` : '') +
     `</div>`;
-  const widths = columns.map((c, i) => Math.max(c.label.length, ...texts.map((t) => t[i].length)));
   const line = (cells: string[]) =>
     cells
       .map((x, i) => (right(columns[i]) ? x.padStart(widths[i]) : x.padEnd(widths[i])))

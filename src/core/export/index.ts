@@ -118,9 +118,7 @@ function htmlToMarkdown(html: string): string {
     [...r[1].matchAll(/<t[hd][^>]*>([\s\S]*?)<\/t[hd]>/g)].map((c) => c[1].replace(/\|/g, '\\|').replace(/\n/g, ' ')),
   );
   if (!rows.length) return inert(html);
-  const align = [...table[1].matchAll(/<th style="text-align:(\w+)"/g)].map((m) =>
-    m[1] === 'right' ? '---:' : ':---',
-  );
+  const align = [...table[1].matchAll(/<th style="text-align:(\w+)/g)].map((m) => (m[1] === 'right' ? '---:' : ':---'));
   const note = /<em>([\s\S]*?)<\/em>/.exec(html.slice(html.indexOf('</table>')))?.[1];
   return [
     ...(title ? [`**${title}**`, ''] : []),
