@@ -5,7 +5,7 @@
  * the unit a person wrote is kept beside the value for messages and formatting.
  */
 
-export type BaseDim = 'byte' | 's' | 'flop' | 'token' | 'request';
+export type BaseDim = 'byte' | 's' | 'flop' | 'token' | 'request' | 'usd';
 export type Dims = Partial<Record<BaseDim, number>>;
 
 export type DimName =
@@ -19,7 +19,11 @@ export type DimName =
   | 'requests'
   | 'request_rate'
   | 'intensity'
-  | 'ratio';
+  | 'ratio'
+  /** A rental price, $ per unit time ("1.20 $/h"). */
+  | 'price_rate'
+  /** What a token costs ("0.108 $/Mtok"). */
+  | 'cost_per_token';
 
 export const DIMS: Record<DimName, Dims> = {
   bytes: { byte: 1 },
@@ -33,6 +37,8 @@ export const DIMS: Record<DimName, Dims> = {
   request_rate: { request: 1, s: -1 },
   intensity: { flop: 1, byte: -1 },
   ratio: {},
+  price_rate: { usd: 1, s: -1 },
+  cost_per_token: { usd: 1, token: -1 },
 };
 
 /** What each dimension is called in messages, and an example of how to write it. */
@@ -48,10 +54,12 @@ export const DIM_HELP: Record<DimName, { noun: string; example: string }> = {
   request_rate: { noun: 'a request rate', example: '4 req/s' },
   intensity: { noun: 'an arithmetic intensity', example: '153 FLOP/byte' },
   ratio: { noun: 'a percentage', example: '90%' },
+  price_rate: { noun: 'a rental price', example: '1.20 $/h' },
+  cost_per_token: { noun: 'a cost per token', example: '0.108 $/Mtok' },
 };
 
 export interface Quantity {
-  /** Value in base units: bytes, seconds, FLOP, tokens, requests; a ratio as a fraction. */
+  /** Value in base units: bytes, seconds, FLOP, tokens, requests, US dollars; a ratio as a fraction. */
   value: number;
   dims: Dims;
   /** The unit as the person wrote it (canonical spelling), e.g. "GB", "GiB", "ms". */
@@ -125,6 +133,12 @@ def('request_rate', 1, 'req/s', 'requests/s', 'request/s', 'rps', 'requests per 
 def('request_rate', 1 / 60, 'req/min', 'requests/min', 'rpm');
 def('intensity', 1, 'FLOP/byte', 'FLOP/B', 'FLOPs/byte', 'flop/byte', 'flop/B');
 def('ratio', 0.01, '%', 'percent');
+def('price_rate', 1 / 3600, '$/h', '$/hr', '$/hour', 'USD/h', 'USD/hr', 'USD/hour');
+def('price_rate', 1 / 60, '$/min', 'USD/min');
+def('price_rate', 1, '$/s', 'USD/s');
+def('cost_per_token', 1e-6, '$/Mtok', '$/Mtoken', '$/Mtokens', 'USD/Mtok', '$/1Mtok');
+def('cost_per_token', 1e-3, '$/ktok', '$/ktoken', '$/ktokens');
+def('cost_per_token', 1, '$/tok', '$/token');
 
 const NUMBER =
   /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d[\d_]*)(?:\.\d+)?(?:[eE][+-]?\d+)?|[+-]?\.\d+)(?:\s*([kKM])(?![a-zA-Z]))?/;
@@ -223,7 +237,9 @@ function caseInsensitive(rest: string): UnitDef | undefined {
         v.dim === 'token_rate' ||
         v.dim === 'requests' ||
         v.dim === 'request_rate' ||
-        v.dim === 'compute')
+        v.dim === 'compute' ||
+        v.dim === 'price_rate' ||
+        v.dim === 'cost_per_token')
     )
       return v;
   }
@@ -374,6 +390,8 @@ export function otherUnits(qq: Quantity): string[] {
     request_rate: ['req/s', 'req/min'],
     intensity: ['FLOP/byte'],
     ratio: ['%'],
+    price_rate: ['$/h'],
+    cost_per_token: ['$/Mtok'],
   };
   if (d === 'ratio') return [fmtIn(qq.value, '%', undefined), `${fmtNum(qq.value, 4)} (fraction)`];
   return pick[d].map((u) => fmtIn(qq.value, u, u === 'B' ? 0 : undefined));

@@ -136,6 +136,8 @@ export interface PointMetrics {
   /** requests meeting every SLO / duration (undefined without an SLO) */
   goodput?: number;
   good_requests?: number;
+  /** Σ output tokens of the requests meeting every SLO (undefined without an SLO): what a goodput-priced token counts. */
+  good_output_tokens?: number;
   /** Every SLO's stat within its limit (undefined without one) */
   slo_met?: boolean;
   ttft_ms: Dist;
@@ -263,6 +265,7 @@ export class MetricsAccumulator {
   private outTok = 0;
   private cached = 0;
   private good = 0;
+  private goodOut = 0;
   private t0 = Infinity;
   private t1 = -Infinity;
 
@@ -314,7 +317,10 @@ export class MetricsAccumulator {
     if (r.tpot !== undefined) this.tpot.add(r.tpot);
     const slo = this.opts.slo;
     // A request without a TPOT (one output token) or an E2E cannot miss a limit on it.
-    if (slo?.length && r.ttft !== undefined && slo.every((l) => (r[l.metric] ?? 0) <= l.ms)) this.good++;
+    if (slo?.length && r.ttft !== undefined && slo.every((l) => (r[l.metric] ?? 0) <= l.ms)) {
+      this.good++;
+      this.goodOut += r.outputTokens;
+    }
   }
 
   /** `count` gaps of `ms` between successive chunks of completed requests. */
@@ -366,6 +372,7 @@ export class MetricsAccumulator {
     if (this.reasoned) m.ttft_content_ms = this.ttftContent.dist(pcts);
     if (slo.length) {
       m.good_requests = this.good;
+      m.good_output_tokens = this.goodOut;
       m.goodput = rate(this.good);
       const byMetric = { ttft: dists.ttft_ms, tpot: dists.tpot_ms, e2e: dists.e2e_ms };
       // No TPOT at all (every request one token long) does not miss a TPOT limit.

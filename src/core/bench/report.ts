@@ -9,6 +9,7 @@ import type { Loop } from '../facts/schema';
 import type { CellOutput } from '../engine/types';
 import { factAbove, MAX_ERROR_MESSAGES, type Fact, type FactOf } from '../facts';
 import { plotOutput } from '../plots/render';
+import { COST_FORMULA, fmtDollarsPerMtok, tokenCosts } from '../cost';
 import { fmtNum } from '../units';
 import { FORMULAS, percentile, percentileSorted, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
 import { doneLabel, loadLabel, qualityFacts, rttFact, rttNote } from './quality';
@@ -27,6 +28,8 @@ export interface ReportSpec {
   percentiles: number[];
   stopAbove?: number;
   burstiness?: number;
+  /** The setup's rental price, $/h of every GPU (cost.setupPricePerHour): each throughput also reads as $/Mtok. */
+  pricePerHour?: number;
 }
 
 export interface PredictedCurve {
@@ -85,6 +88,7 @@ export function benchValues(
       total_token_throughput: r3(m.total_token_throughput),
       goodput: r3(m.goodput),
       slo_met: m.slo_met,
+      ...(spec.pricePerHour !== undefined ? { cost: jsonNum({ ...pointCosts(spec.pricePerHour, m) }) } : {}),
       ttft_ms: dshort(m.ttft_ms),
       ttft_content_ms: m.ttft_content_ms ? dshort(m.ttft_content_ms) : undefined,
       tpot_ms: dshort(m.tpot_ms),
@@ -174,6 +178,7 @@ export function benchValues(
     notes: r.notes ?? [],
     run_id: r.runId,
     stopped: r.stopped ?? null,
+    ...(spec.pricePerHour !== undefined ? { price_per_hour: spec.pricePerHour } : {}),
     points,
     rows,
     vllm,
@@ -223,6 +228,8 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
   const tailQ = spec.percentiles.includes(99) ? 99 : (spec.percentiles[spec.percentiles.length - 1] ?? 99);
   const p99 = pKey(tailQ);
   const pl = `p${tailQ}`;
+  const priced = spec.pricePerHour !== undefined;
+  const anySlo = r.points.some((p) => p.metrics.goodput !== undefined);
   const rows = r.points.map((p) => {
     const m = p.metrics;
     return {
@@ -235,6 +242,7 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       itl: `${ms(m.itl_ms.median)} / ${ms(m.itl_ms.p[p99])}`,
       e2e: `${ms(m.e2e_ms.median)} / ${ms(m.e2e_ms.p[p99])}`,
       goodput: m.goodput === undefined ? '—' : fmtNum(m.goodput, 2),
+      ...(priced ? costCells(pointCosts(spec.pricePerHour!, m)) : {}),
       little: !Number.isFinite(m.little.predicted_in_flight)
         ? '—'
         : m.little.observed_in_flight === undefined
@@ -258,7 +266,8 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
     (spec.loop === 'closed'
       ? 'Closed loop (concurrency fixes L): with fixed lengths requests move in waves, so p99 TTFT measures burst collisions. '
       : 'Open loop (rate fixes λ): latencies count from the scheduled send time. ') +
-    `Latencies in ms as median / ${pl}. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}; ${FORMULAS.e2e}; ${FORMULAS.output_throughput}; ${FORMULAS.goodput}; ${FORMULAS.little}; ${FORMULAS.hit_rate}; client lag = event-loop delay p99 of the load thread.`;
+    `Latencies in ms as median / ${pl}. ${FORMULAS.ttft}; ${FORMULAS.tpot}; ${FORMULAS.itl}; ${FORMULAS.e2e}; ${FORMULAS.output_throughput}; ${FORMULAS.goodput}; ${FORMULAS.little}; ${FORMULAS.hit_rate}; client lag = event-loop delay p99 of the load thread.` +
+    (priced ? ` ${costNote(r.points, spec.pricePerHour!)}` : '');
   return tableOutput(
     title,
     [
@@ -266,11 +275,18 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       { key: 'done', label: 'ok/sent', align: 'right' },
       { key: 'req_s', label: 'req/s', align: 'right' },
       { key: 'out_tok_s', label: 'out tok/s', align: 'right' },
+      ...(priced
+        ? [
+            { key: 'usd_out' as const, label: '$/M out tok', align: 'right' as const },
+            { key: 'usd_total' as const, label: '$/M tok (in+out)', align: 'right' as const },
+          ]
+        : []),
       { key: 'ttft', label: 'TTFT', align: 'right' },
       { key: 'tpot', label: 'TPOT', align: 'right' },
       { key: 'itl', label: 'ITL', align: 'right' },
       { key: 'e2e', label: 'E2E', align: 'right' },
       { key: 'goodput', label: 'goodput req/s', align: 'right' },
+      ...(priced && anySlo ? [{ key: 'usd_good' as const, label: '$/M tok within SLO', align: 'right' as const }] : []),
       { key: 'little', label: 'λ·W vs L', align: 'right' },
       { key: 'hit', label: 'prefix hit', align: 'right' },
       { key: 'lag', label: 'client lag', align: 'right' },
@@ -281,6 +297,47 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
       ? `${note} Spec. accepted = Δvllm:spec_decode_num_accepted_tokens / Δ…_num_draft_tokens; tokens/step = 1 + Δaccepted / Δvllm:spec_decode_num_drafts (vLLM's mean acceptance length).`
       : note,
   );
+}
+
+/** A point's costs at `perHour`: output, total, and within-SLO output tokens (good_output_tokens / duration). */
+function pointCosts(perHour: number, m: PointResult['metrics']) {
+  return tokenCosts(perHour, {
+    output_tok_s: m.output_throughput,
+    total_tok_s: m.total_token_throughput,
+    ...(m.good_output_tokens !== undefined && m.duration_s > 0
+      ? { good_tok_s: m.good_output_tokens / m.duration_s }
+      : {}),
+  });
+}
+
+function costCells(c: ReturnType<typeof pointCosts>) {
+  return {
+    usd_out: fmtDollarsPerMtok(c.usd_per_mtok_output),
+    usd_total: fmtDollarsPerMtok(c.usd_per_mtok_total),
+    usd_good: fmtDollarsPerMtok(c.usd_per_mtok_goodput),
+  };
+}
+
+/**
+ * The price, the formula, and the number a provider sells: the cheapest point per output token,
+ * against the cheapest point whose stats meet every SLO (and how many times dearer that is).
+ */
+function costNote(points: PointResult[], perHour: number): string {
+  const at = (p: PointResult) => `${pointLabel(p)} (${fmtNum(p.metrics.output_throughput, 0)} tok/s)`;
+  const cost = (p: PointResult) => pointCosts(perHour, p.metrics).usd_per_mtok_output;
+  const cheapest = (ps: PointResult[]) =>
+    ps.filter((p) => Number.isFinite(cost(p))).sort((a, b) => cost(a) - cost(b))[0];
+  const raw = cheapest(points);
+  let out = `Cost at $${fmtNum(perHour, 2)}/h: ${COST_FORMULA}; within SLO counts the output tokens of requests that met every SLO.`;
+  if (!raw) return out;
+  out += ` Cheapest point: ${at(raw)} at ${fmtDollarsPerMtok(cost(raw))}`;
+  if (points.some((p) => p.metrics.slo_met !== undefined)) {
+    const ok = cheapest(points.filter((p) => p.metrics.slo_met));
+    out += ok
+      ? `; cheapest meeting the SLOs: ${at(ok)} at ${fmtDollarsPerMtok(cost(ok))}${ok === raw ? ' (the same point)' : `, ${fmtNum(cost(ok) / cost(raw), 1)}× the cheapest`}`
+      : '; no point met the SLOs';
+  }
+  return `${out}.`;
 }
 
 /** "71.2% (2.77)": a point's draft acceptance rate and mean acceptance length. */

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import type { Gpu, ModelSpec, Dtype, WidePart } from '../catalog/types';
+import type { Price } from '../cost/price';
 import type { Fact } from '../facts/schema';
 import type { Finding } from '../findings';
 import type { FileCache, FileNeed } from './files';
@@ -27,8 +28,8 @@ export interface Setup {
   unquantized?: WidePart[];
   /** GPUs: tensor × pipeline parallel per replica, data-parallel replicas (absent: one GPU). */
   parallel?: { tp: number; pp: number; dp: number };
-  /** Rental price, $/h per GPU (a per-node price is divided by the GPUs it covers). */
-  price?: { perGpuHour: number; written: string };
+  /** Rental price, $/h per GPU or for the whole setup (cost/price.ts; cost.setupPricePerHour totals it). */
+  price?: Price;
   /** "sim" or an http(s) URL. */
   endpoint?: string;
   /** Index of the cell that defined it, for related information in findings. */

@@ -114,7 +114,7 @@ export interface FactValue {
 /**
  * The name a reference uses for a fact (`CELL.fact(NAME)`): ttft.p95, tpot.mean, output_throughput,
  * goodput, kv_pool (available_kv for a pool known only by its memory), little, prefix_hits,
- * weights, floor.prefill, ceiling.per-user, ridge, curve.output_throughput. Several facts share a
+ * weights, floor.prefill, ceiling.per-user, ridge, curve.output_throughput, cost.output ($/Mtok). Several facts share a
  * name when they stand at different points (one per sweep point).
  */
 export function factName(f: Fact): string {
@@ -144,6 +144,8 @@ export function factName(f: Fact): string {
       return f.metric;
     case 'parameter':
       return `param.${f.name}`;
+    case 'cost':
+      return `cost.${f.metric}`;
     default:
       return f.kind;
   }
@@ -182,6 +184,8 @@ export function factValue(f: Fact): FactValue | undefined {
         : { base: f.value };
     case 'parameter':
       return f.unit === 's' ? { base: f.value, dim: 'time', unit: 'ms' } : { base: f.value };
+    case 'cost':
+      return { base: f.usd_per_mtok / 1e6, dim: 'cost_per_token', unit: '$/Mtok' };
     default:
       return undefined;
   }
@@ -390,5 +394,8 @@ export function factOfName(
   if (v.dim === 'bytes' && (name === 'kv_pool' || name === 'available_kv'))
     return { kind: 'kv-pool', available_bytes: v.base, ...common };
   if (v.dim === 'ratio' && name === 'prefix_hits') return { kind: 'prefix-hits', rate: v.base, ...common };
+  const cost = /^cost\.(output|total|goodput)$/.exec(name);
+  if (v.dim === 'cost_per_token' && cost)
+    return { kind: 'cost', metric: cost[1] as FactOf<'cost'>['metric'], usd_per_mtok: v.base * 1e6, ...common };
   return undefined;
 }

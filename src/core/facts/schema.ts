@@ -62,6 +62,22 @@ const requestRate = z
   .object({ kind: z.literal('request-rate'), metric: z.enum(REQUEST_RATE_METRICS), req_s: nonNeg, ...common })
   .strict();
 
+/**
+ * What a token costs at a throughput (cost/index.ts): the setup's rental price over output tokens,
+ * total tokens (prompt + output), or goodput (output tokens of requests meeting every SLO), in $
+ * per million tokens, and the $/h it was priced at (absent for a number typed in).
+ */
+export const COST_METRICS = ['output', 'total', 'goodput'] as const;
+const cost = z
+  .object({
+    kind: z.literal('cost'),
+    metric: z.enum(COST_METRICS),
+    usd_per_mtok: nonNeg,
+    usd_per_hour: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
 /** Tokens per request: the prompt and the output of the requests a fact was measured with. */
 const tokens = z
   .object({ kind: z.literal('tokens'), metric: z.enum(['prompt', 'output']), tokens: nonNeg, ...common })
@@ -360,6 +376,7 @@ export const factSchema = z.discriminatedUnion('kind', [
   latency,
   throughput,
   requestRate,
+  cost,
   tokens,
   curve,
   kvPool,

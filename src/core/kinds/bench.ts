@@ -12,6 +12,7 @@ import { oneOrMany, positiveInt, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, KindModule, RunContext } from '../engine/types';
 import { CellError, finding, type Finding } from '../findings';
 import type { Fact } from '../facts';
+import { setupPricePerHour } from '../cost';
 import { setupFact } from '../facts/make';
 import { parseSloKey, SLO_METRICS, sloOf } from '../facts/stat';
 import type { CellWorkload } from '../workload/cell';
@@ -345,7 +346,7 @@ async function run(cell: Cell, ctx: RunContext) {
     cell.seed === 'per-point'
       ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 }
       : { mode: 'fixed', value: cell.seed };
-  const spec = reportSpec(cell, seed, requests, open, means);
+  const spec = { ...reportSpec(cell, seed, requests, open, means), pricePerHour: setupPricePerHour(setup) };
   const opts: SweepOptions = {
     endpoint,
     apiKey,

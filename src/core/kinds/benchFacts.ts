@@ -5,6 +5,7 @@
  * sampling knobs. Kept apart from bench/report.ts so that reading a saved notebook loads no client.
  */
 import { MAX_ERROR_MESSAGES, STOP_REASONS, type Fact, type FactOf, type Point } from '../facts';
+import { costFacts } from '../cost';
 import { fin, latencyFacts, statsOf } from '../facts/make';
 import { LATENCY_METRICS, type LatencyMetric } from '../facts/stat';
 
@@ -45,6 +46,7 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
     put(tok('total', p.total_token_throughput));
     put(req('completed', p.request_throughput));
     put(req('goodput', p.goodput));
+    out.push(...costFacts(isObj(p.cost) ? p.cost : undefined, common));
     if (open && rate !== undefined) out.push({ kind: 'request-rate', metric: 'offered', req_s: rate, ...common });
     const little = isObj(p.little) ? p.little : {};
     const predicted = fin(little.lambda_w);

@@ -6,16 +6,9 @@ import type { KindModule } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import { finding } from '../findings';
-import {
-  decodeRoofline,
-  dollarsPerMtok,
-  fmtDollarsPerMtok,
-  MOE_WEIGHTS,
-  parallelWords,
-  setupPricePerHour,
-  type DecodeRow,
-  type MoeWeights,
-} from '../physics';
+import { decodeRoofline, MOE_WEIGHTS, parallelWords, type DecodeRow, type MoeWeights } from '../physics';
+import { COST_FORMULA, costFacts, dollarsPerMtok, fmtDollarsPerMtok, priceWords, setupPricePerHour } from '../cost';
+import { resolveWhatIf, whatIfFindings, whatIfOutput, whatIfSchema } from '../cost/whatIf';
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords, setupLabel } from './predictShared';
@@ -30,6 +23,8 @@ const schema = z
     batch: oneOrMany(positiveInt).default([1, 2, 4, 8, 16, 32, 64, 128]),
     /** MoE only: which expert weights one step reads (see physics.paramsReadPerStep). */
     moe_weights: z.enum(MOE_WEIGHTS as [MoeWeights, ...MoeWeights[]]).optional(),
+    /** Other setups to price against this one (cost/whatIf.ts). */
+    what_if: whatIfSchema.optional(),
   })
   .strict()
   .refine((c) => c.context || (c.input && c.output), {
@@ -74,6 +69,10 @@ function rooflineFacts(v: Record<string, unknown>): Fact[] {
   if (floor !== undefined) out.push({ kind: 'floor', metric: 'decode-step', ms: floor, formula: 'W / BW', source });
   const w = fin(v.weights_bytes);
   if (w !== undefined) out.push({ kind: 'weights', bytes: w, source });
+  for (const [i, c] of (Array.isArray(v.cost) ? (v.cost as Record<string, unknown>[]) : []).entries()) {
+    const batch = fin(c?.batch);
+    out.push(...costFacts(c, { ...(batch !== undefined ? { point: { batch } } : {}), at: ['batch', i], source }));
+  }
   return out;
 }
 
@@ -85,8 +84,10 @@ export const decodeRooflineKind: KindModule<Cell> = {
   needsSetup: true,
   migrate: rooflineFacts,
   analyze(cell, ctx) {
+    const whatIf = whatIfFindings(ctx.setup, cell.what_if, ctx.notebook);
     if (cell.moe_weights && ctx.setup && !ctx.setup.model.moe) {
       return [
+        ...whatIf,
         finding(
           'info',
           'moe-weights-dense',
@@ -96,7 +97,7 @@ export const decodeRooflineKind: KindModule<Cell> = {
         ),
       ];
     }
-    return [];
+    return whatIf;
   },
   async run(cell, ctx) {
     const setup = ctx.setup!;
@@ -139,7 +140,7 @@ export const decodeRooflineKind: KindModule<Cell> = {
           ? [
               {
                 key: 'aggregate_tok_s' as const,
-                label: `$ per M tok (${parallelWords(setup)} at $${fmtNum(perHour, 2)}/h)`,
+                label: '$ per M output tok',
                 fmt: (v: number) => fmtDollarsPerMtok(dollarsPerMtok(perHour, v * r.data_parallel)),
               },
             ]
@@ -147,9 +148,12 @@ export const decodeRooflineKind: KindModule<Cell> = {
         { key: 'bound', label: 'bound by' },
       ],
       r.rows,
-      multi
+      (multi
         ? `stage = max((W/(tp·pp) + b·kv_gpu(c)) / BW, 2·params·b / (tp·pp·peak)); step = pp · stage + all-reduce + stage sends, with m = min(pp, B) microbatches of b = B/m; all-reduce = 2 · layers · (α + 2(tp−1)/tp · b·hidden·2 B / β) over ${link?.name ?? 'the link'}; aggregate = B / step; per-user = 1 / step`
-        : 'step = max((W + B·kv(c)) / BW, 2·params·B / peak); aggregate = B / step; per-user = 1 / step',
+        : 'step = max((W + B·kv(c)) / BW, 2·params·B / peak); aggregate = B / step; per-user = 1 / step') +
+        (perHour !== undefined
+          ? `; cost at ${priceWords(setup)}: ${COST_FORMULA}, over the aggregate of every replica`
+          : ''),
     );
     const facts: [string, string][] = [
       ['weights in memory', fmtBytes(r.weights_bytes)],
@@ -246,7 +250,35 @@ export const decodeRooflineKind: KindModule<Cell> = {
       ],
     });
     const { rows, ...scalars } = r;
-    const values = { ...scalars, context_mode: live ? 'live' : 'fixed', rows };
+    // A priced setup: each batch's aggregate (every replica) as $ per million output tokens.
+    const cost =
+      perHour !== undefined
+        ? rows.map((row) => ({
+            batch: row.batch,
+            usd_per_hour: perHour,
+            usd_per_mtok_output: dollarsPerMtok(perHour, row.aggregate_tok_s * r.data_parallel),
+          }))
+        : undefined;
+    // What if: the same roofline for other setups, priced against this one.
+    const curveOf = (x: typeof r) => ({
+      points: x.rows.map((row) => ({ x: row.batch, tok_s: row.aggregate_tok_s * x.data_parallel })),
+    });
+    const whatIf = cell.what_if
+      ? await whatIfOutput(
+          setup,
+          curveOf(r),
+          resolveWhatIf(setup, cell.what_if, ctx.notebook),
+          async (s) => curveOf(decodeRoofline(s, context, cell.batch, { moeWeights: cell.moe_weights })),
+          (x) => `batch ${x}`,
+        )
+      : undefined;
+    const values = {
+      ...scalars,
+      context_mode: live ? 'live' : 'fixed',
+      rows,
+      ...(cost ? { cost } : {}),
+      ...(whatIf ? { what_if: whatIf.values } : {}),
+    };
     return {
       values,
       facts: rooflineFacts(values),
@@ -258,6 +290,7 @@ export const decodeRooflineKind: KindModule<Cell> = {
           moe ? `MoE assumption: ${r.moe_weights} (set "moe_weights: active | total | expected")` : undefined,
         ),
         plot,
+        ...(whatIf ? [whatIf.output] : []),
       ],
     };
   },

@@ -14,15 +14,17 @@ import { factAbove, factSchema, factsOf, LATENCY_METRICS, type Fact, type Latenc
 import { fin, latencyFacts, setupFact as makeSetupFact } from '../facts/make';
 import { benchCellFacts } from './benchFacts';
 import { CellError } from '../findings';
+import { decodeRoofline, parallelWords, prefillFloorSimple, weightsBytes } from '../physics';
 import {
-  decodeRoofline,
-  dollarsPerMtok,
+  COST_FORMULA,
+  costFacts,
   fmtDollarsPerMtok,
-  parallelWords,
-  prefillFloorSimple,
+  priceWords,
   setupPricePerHour,
-  weightsBytes,
-} from '../physics';
+  tokenCosts,
+  type TokenCosts,
+} from '../cost';
+import { resolveWhatIf, whatIfFindings, whatIfOutput, whatIfSchema } from '../cost/whatIf';
 import { plotOutput } from '../plots/render';
 import { fmtBytes, fmtNum } from '../units';
 import { peakWords } from './predictShared';
@@ -52,6 +54,8 @@ const schema = z
     /** Override the KV pool (default: the kv-pool prediction for the setup). */
     kv_pool: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     ignore_eos: z.boolean().default(true),
+    /** Other setups to price against this one, each simulated with the same load (cost/whatIf.ts). */
+    what_if: whatIfSchema.optional(),
     /**
      * A bench cell (its name) whose measured points fit the free parameters (step_overhead,
      * prefill_mfu) not given here; this cell's points are then predicted with the fitted values.
@@ -150,7 +154,7 @@ export interface ServingPoint {
   time_share: { decode: number; prefill: number; overhead: number; idle: number };
   little_error: number;
   /** With a priced setup: $ per million output and total tokens at this point's throughput. */
-  cost?: { price_per_hour: number; usd_per_mtok_output: number; usd_per_mtok_total: number };
+  cost?: TokenCosts;
 }
 
 const ms = (v: number) => (Number.isFinite(v) ? fmtNum(v, v < 10 ? 2 : 1) : '—');
@@ -195,6 +199,7 @@ export function servingFacts(values: Record<string, unknown>): Fact[] {
     if (hit !== undefined) out.push({ kind: 'prefix-hits', rate: hit, ...common });
     const pre = fin(p.preemptions);
     if (pre !== undefined && pre >= 0) out.push({ kind: 'engine', metric: 'preemptions', value: pre, ...common });
+    if (isObj(p.cost)) out.push(...costFacts(p.cost, common));
   });
   if (curve.length)
     out.unshift({
@@ -264,6 +269,7 @@ export const servingKind: KindModule<Cell> = {
   needsSetup: true,
   migrate: (values, cell) => [...servingFacts(values), ...benchCellFacts(cell)],
   statedFacts: benchCellFacts,
+  analyze: (cell, ctx) => whatIfFindings(ctx.setup, cell.what_if, ctx.notebook),
   // The fixed-seed prefix-cache trap is the checks module's rule (fixed-seed-prefix-cache), over the seed fact.
   async run(cell, ctx) {
     // The simulated engine and the metrics load only when the cell runs.
@@ -301,33 +307,29 @@ export const servingKind: KindModule<Cell> = {
     // Calibration: fit the free parameters to a bench's measured points, then carry them over.
     const cal = cell.calibrate ? await calibrateOn(cell, ctx) : undefined;
     const fitted = (name: string) => cal?.result.fitted.find((f) => f.name === name)?.value;
-    const sim = await simulateServing(
-      setup,
-      {
-        prefillMfu: cell.prefill_mfu ?? fitted('prefill_mfu'),
-        stepOverheadS: cell.step_overhead?.value ?? fitted('step_overhead'),
-        maxNumSeqs: cell.max_num_seqs,
-        maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
-        prefixCaching: cell.prefix_caching,
-        numGpuBlocks: poolTokens !== undefined ? Math.floor(poolTokens / 16) : undefined,
-      },
-      {
-        input,
-        output,
-        // A trace or a rate schedule sets its own arrivals: one point (labelled with the rate it averages)
-        // unless rates were given (they then only label points).
-        ...(closed
-          ? { concurrency: cell.concurrency! }
-          : { rate: cell.rate?.map((q) => q.value) ?? [replayRate(workload) ?? 1] }),
-        requests: cell.requests,
-        seed: cell.seed,
-        ignoreEos: cell.ignore_eos,
-        // Per-point seeds: each point takes a dataset's rows after those the points before it sent.
-        planner: (seed, vocab, i) =>
-          plannerFor(workload, seed, vocab, cell.seed === 'per-point' ? i * cell.requests : 0),
-      },
-      ctx,
-    );
+    const params: ServingParams = {
+      prefillMfu: cell.prefill_mfu ?? fitted('prefill_mfu'),
+      stepOverheadS: cell.step_overhead?.value ?? fitted('step_overhead'),
+      maxNumSeqs: cell.max_num_seqs,
+      maxNumBatchedTokens: cell.max_num_batched_tokens?.value,
+      prefixCaching: cell.prefix_caching,
+      numGpuBlocks: poolTokens !== undefined ? Math.floor(poolTokens / 16) : undefined,
+    };
+    const shape: ServingShape = {
+      input,
+      output,
+      // A trace or a rate schedule sets its own arrivals: one point (labelled with the rate it averages)
+      // unless rates were given (they then only label points).
+      ...(closed
+        ? { concurrency: cell.concurrency! }
+        : { rate: cell.rate?.map((q) => q.value) ?? [replayRate(workload) ?? 1] }),
+      requests: cell.requests,
+      seed: cell.seed,
+      ignoreEos: cell.ignore_eos,
+      // Per-point seeds: each point takes a dataset's rows after those the points before it sent.
+      planner: (seed, vocab, i) => plannerFor(workload, seed, vocab, cell.seed === 'per-point' ? i * cell.requests : 0),
+    };
+    const sim = await simulateServing(setup, params, shape, ctx);
     const { points, cfg, engine, simMs, liveContext } = sim;
 
     const xLabel = closed ? 'concurrency' : 'rate (req/s)';
@@ -367,11 +369,10 @@ export const servingKind: KindModule<Cell> = {
     const perHour = setupPricePerHour(setup);
     if (perHour !== undefined)
       for (const p of points)
-        p.cost = {
-          price_per_hour: perHour,
-          usd_per_mtok_output: dollarsPerMtok(perHour, p.metrics.output_throughput),
-          usd_per_mtok_total: dollarsPerMtok(perHour, p.metrics.total_token_throughput),
-        };
+        p.cost = tokenCosts(perHour, {
+          output_tok_s: p.metrics.output_throughput,
+          total_tok_s: p.metrics.total_token_throughput,
+        });
     const gap = tableOutput(
       `Throughput and the gap to the decode roofline (live context ${fmtNum(liveContext, 0)} tokens)`,
       [
@@ -404,12 +405,7 @@ export const servingKind: KindModule<Cell> = {
         ovh: p.overhead_loss_tok_s,
         pre: p.prefill_loss_tok_s,
         sim: p.simulated_tok_s,
-        ...(perHour !== undefined
-          ? {
-              usd_out: dollarsPerMtok(perHour, p.metrics.output_throughput),
-              usd_total: dollarsPerMtok(perHour, p.metrics.total_token_throughput),
-            }
-          : {}),
+        ...(p.cost ? { usd_out: p.cost.usd_per_mtok_output, usd_total: p.cost.usd_per_mtok_total } : {}),
         ratio: p.simulated_tok_s / p.roofline_tok_s,
         share:
           [p.time_share.decode, p.time_share.prefill, p.time_share.overhead, p.time_share.idle]
@@ -420,7 +416,10 @@ export const servingKind: KindModule<Cell> = {
         little: p.little_error,
       })),
       `roofline = decode roofline at batch ${closed ? '= concurrency' : '= simulated mean batch'}; − overhead = roofline with ${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms added to each step; ` +
-        `− prefill & sched. = the rest: prefills packed into decode steps, chunked prefill, queueing. Little's law: λ·W against the engine's time-averaged requests in system.`,
+        `− prefill & sched. = the rest: prefills packed into decode steps, chunked prefill, queueing. Little's law: λ·W against the engine's time-averaged requests in system.` +
+        (perHour !== undefined
+          ? ` Cost at ${priceWords(setup)}: ${COST_FORMULA} (output tokens; total counts prompt + output).`
+          : ''),
     );
     const assumptions = factsOutput(
       'Assumptions (edit these keys)',
@@ -479,6 +478,30 @@ export const servingKind: KindModule<Cell> = {
         tooltip: [{ field: 'x', title: xLabel }, { field: 'series' }, { field: 'tok_s', format: ',.0f' }],
       },
     });
+    // What if: the same load simulated on other setups, priced against this one. A pool taken from a
+    // fact above was this setup's: an alternative gets its own from physics unless the cell gave kv_pool.
+    const curveOf = (ps: ServingPoint[]) => ({
+      points: ps.map((p) => ({ x: xOf(p), tok_s: p.metrics.output_throughput })),
+    });
+    const whatIf = cell.what_if
+      ? await whatIfOutput(
+          setup,
+          curveOf(points),
+          resolveWhatIf(setup, cell.what_if, ctx.notebook),
+          async (s) =>
+            curveOf(
+              (
+                await simulateServing(
+                  s,
+                  { ...params, numGpuBlocks: cell.kv_pool ? params.numGpuBlocks : undefined },
+                  shape,
+                  ctx,
+                )
+              ).points,
+            ),
+          (x) => (closed ? `c=${x}` : `${x} req/s`),
+        )
+      : undefined;
     const values = {
       loop: closed ? 'closed' : 'open',
       input,
@@ -509,11 +532,12 @@ export const servingKind: KindModule<Cell> = {
       ...(cal ? { calibration: { cell: cell.calibrate, ...cal.result } } : {}),
       setup: setupValues(setup),
       simulated_ms: simMs,
+      ...(whatIf ? { what_if: whatIf.values } : {}),
     };
     return {
       values,
       facts: [...servingFacts(values), ...benchCellFacts(cell)],
-      outputs: [...(cal ? cal.outputs : []), gap, latency, assumptions, plot],
+      outputs: [...(cal ? cal.outputs : []), gap, latency, assumptions, plot, ...(whatIf ? [whatIf.output] : [])],
     };
   },
 };

@@ -5,6 +5,7 @@
 import * as path from 'node:path';
 import { z } from 'zod';
 import { speculativeSetupSchema } from './speculativeKeys';
+import { COST_FORMULA, priceSchema, priceWords, setupPricePerHour } from '../cost';
 import {
   DTYPES,
   findGpu,
@@ -59,23 +60,6 @@ const unquantizedSchema = z.union([
   z.enum(WIDE_PARTS as [WidePart, ...WidePart[]]).transform((p) => [p]),
   z.array(z.enum(WIDE_PARTS as [WidePart, ...WidePart[]])),
 ]);
-
-/**
- * `price: 1.20 $/h` (per GPU), `1.20 $/h per GPU`, or `9.60 $/h per node` (the whole setup:
- * tensor × pipeline × data parallel GPUs). A number alone is refused: say the unit.
- */
-export function parsePrice(v: unknown, gpus: number): { perGpuHour: number; written: string } | string {
-  const text = typeof v === 'string' ? v.trim() : typeof v === 'number' ? String(v) : '';
-  const m =
-    /^\$?\s*([0-9]+(?:\.[0-9]+)?)\s*(?:\$|usd|dollars?)?\s*(?:\/|per\s+)\s*(h|hr|hour)\s*(?:(?:per|\/)\s*(gpu|node))?$/i.exec(
-      text,
-    );
-  if (!m)
-    return `price must be a rental price such as "1.20 $/h" (per GPU) or "9.60 $/h per node" (every GPU of the setup), not ${JSON.stringify(v)}`;
-  const value = Number(m[1]);
-  const perNode = (m[3] ?? 'gpu').toLowerCase() === 'node';
-  return { perGpuHour: perNode ? value / gpus : value, written: text };
-}
 
 const gpuObject = z
   .object({
@@ -303,9 +287,14 @@ export function applySetupOverrides(
       );
   }
   if (keys.price !== undefined) {
-    const r = parsePrice(keys.price, parallel.tp * parallel.pp * parallel.dp);
-    if (typeof r === 'string') findings.push(finding('error', 'schema', r, ['price'], { fix: 'price: 1.20 $/h' }));
-    else price = r;
+    const r = priceSchema.safeParse(keys.price);
+    if (r.success) price = r.data;
+    else
+      findings.push(
+        finding('error', 'schema', r.error.issues[0]?.message ?? 'price: write "1.20 $/h"', ['price'], {
+          fix: 'price: 1.20 $/h',
+        }),
+      );
   }
   if (keys.endpoint !== undefined) {
     const r = endpointSchema.safeParse(keys.endpoint);
@@ -424,6 +413,7 @@ export const setupKind: KindModule<SetupCell> = {
     if (!s) return {};
     const m = s.model;
     const gpus = gpuCounts(s);
+    const perHour = setupPricePerHour(s);
     const facts: [string, string][] = [
       ['GPU', `${s.gpu.name} (${s.gpu.id})`],
       ['bandwidth', fmtIn(s.gpu.bandwidth, 'GB/s', 0)],
@@ -455,13 +445,8 @@ export const setupKind: KindModule<SetupCell> = {
             ],
           ] as [string, string][])
         : []),
-      ...(s.price
-        ? ([
-            [
-              'price',
-              `${s.price.written} → $${fmtNum(s.price.perGpuHour, 2)}/h per GPU, $${fmtNum(s.price.perGpuHour * gpus.total, 2)}/h for ${gpus.total} GPU${gpus.total > 1 ? 's' : ''}`,
-            ],
-          ] as [string, string][])
+      ...(perHour !== undefined
+        ? ([['price', `${s.price!.written}: ${priceWords(s)}; ${COST_FORMULA}`]] as [string, string][])
         : []),
       ['endpoint', s.endpoint ?? 'sim'],
     ];
@@ -481,7 +466,9 @@ export const setupKind: KindModule<SetupCell> = {
         pipeline_parallel: parallelOf(s).pp,
         data_parallel: parallelOf(s).dp,
         gpus: gpus.total,
-        ...(s.price ? { price_per_gpu_hour: s.price.perGpuHour, price_per_hour: s.price.perGpuHour * gpus.total } : {}),
+        ...(perHour !== undefined
+          ? { price_per_gpu_hour: perHour / gpus.total, price_per_hour: perHour, price_per: s.price!.per }
+          : {}),
       },
       facts: [
         setupFact(s, { endpoint: true }),

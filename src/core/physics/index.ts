@@ -15,7 +15,6 @@ import {
 } from './parallel';
 
 export * from './parallel';
-export * from './cost';
 
 export interface PeakInfo {
   /** Dtype whose peak is used. */
