@@ -213,6 +213,47 @@ describe('the simulator decodes speculatively and reports acceptance as vLLM doe
       }
     });
 
+  test("a step's accepted tokens stream as one chunk, and the inter-token histogram counts steps, as vLLM's output processor and IterationStats do", async () => {
+    const sim = await startSimServer({ port: 0, speed: 50, setup: specSetup(), engine: { maxModelLen: 4096 } });
+    try {
+      const count = (text: string, name: string) =>
+        Number(new RegExp(`^${name}_count(?:\\{[^}]*\\})? (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
+      const before = await (await fetch(`${sim.url}/metrics`)).text();
+      const res = await fetch(`${sim.url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: sim.model,
+          prompt: [1, 2, 3, 4, 5, 6, 7, 8],
+          max_tokens: 300,
+          ignore_eos: true,
+          stream: true,
+          stream_options: { include_usage: true },
+        }),
+      });
+      const events = (await res.text())
+        .split('\n\n')
+        .filter((e) => e.startsWith('data: {'))
+        .map(
+          (e) => JSON.parse(e.slice(6)) as { choices: { text: string }[]; usage: { completion_tokens: number } | null },
+        );
+      const texts = events.filter((e) => e.choices.length).map((e) => e.choices[0].text);
+      assert.equal(events.at(-1)!.usage!.completion_tokens, 300);
+      // Every token is one character of text here: the chunks carry all 300, several to a chunk.
+      assert.equal(texts.join('').length, 300);
+      assert.ok(texts.length < 300 / 2, `${texts.length} chunks for 300 tokens`);
+      assert.ok(Math.max(...texts.map((t) => t.length)) <= 5, 'at most k + 1 = 5 tokens a step');
+      const after = await (await fetch(`${sim.url}/metrics`)).text();
+      const sd = evidence(snapshotOf(before), snapshotOf(after)).spec_decode!;
+      // One chunk for the prefill's token, then one per verify step (a draft); as many ITL observations as gaps.
+      assert.equal(texts.length, 1 + sd.drafts);
+      const itl = count(after, 'vllm:inter_token_latency_seconds') - count(before, 'vllm:inter_token_latency_seconds');
+      assert.equal(itl, sd.drafts);
+    } finally {
+      await sim.close();
+    }
+  });
+
   test('a plain server exposes no spec_decode counters', async () => {
     const sim = await startSimServer({ port: 0, speed: 50 });
     try {

@@ -212,17 +212,28 @@ function chunkTemplate(make: (piece: string) => unknown): [string, string] {
 }
 
 /**
- * A response in flight, on the clock's side: `prepare` builds what a step's token means for it
- * (SSE text, or the final JSON) before the step is due; `take` hands that text over at the step's
- * time (one write, or the end, per response per step).
+ * A response in flight, on the clock's side: `prepare` collects what a step's tokens mean for it
+ * and `seal` builds the text (SSE, or the final JSON) before the step is due; `take` hands that text
+ * over at the step's time (one write, or the end, per response per step). A step that yields several
+ * tokens of one request (speculative decoding: the accepted drafts and the bonus token) sends them as
+ * one chunk, as vLLM does (its output processor streams a step's new_token_ids as one delta).
  */
 class Response {
   /** The last token (or the drop) is prepared: the next take ends the response. */
   ended = false;
   /** Aborted by the client: nothing more is sent. */
   closed = false;
+  /** Already in this step's list of responses to write. */
+  inStep = false;
   private out = '';
   private text = '';
+  /** This step's tokens (their text) and whether the request finished in it. */
+  private stepText = '';
+  private stepTokens = 0;
+  private stepLast = 0;
+  private stepFinished = false;
+  private stepReq: SimRequest | undefined;
+  private roleSent = false;
   private readonly tpl: [string, string] | undefined;
   constructor(
     readonly a: ClockAdd,
@@ -266,15 +277,36 @@ class Response {
       prompt_tokens_details: { cached_tokens: r.cachedTokens },
     };
   }
+  /** A token of this step (or, with token −1, the request's drop). */
   prepare(token: number, finished: boolean, r: SimRequest) {
     if (this.closed || this.ended) return;
+    this.stepReq = r;
+    if (token >= 0) {
+      this.stepText += idToChar(token);
+      this.stepTokens++;
+      this.stepLast = token;
+    }
+    if (finished) this.stepFinished = true;
+  }
+  /** This step's text, built once from every token it gave the request. */
+  seal() {
+    const r = this.stepReq;
+    if (!r || this.closed || this.ended) return;
+    const finished = this.stepFinished;
+    const pieces = this.stepText;
+    const tokens = this.stepTokens;
+    this.stepReq = undefined;
+    this.stepText = '';
+    this.stepTokens = 0;
+    this.stepFinished = false;
     const { id, createdAt, kind, includeUsage, continuous } = this.a;
     const model = this.modelName;
     const object = kind === 'chat' ? 'chat.completion.chunk' : 'text_completion';
     const finishReason = r.finishReason === 'abort' ? 'abort' : (r.finishReason ?? null);
     if (this.a.stream) {
-      if (token >= 0) {
-        if (kind === 'chat' && r.output.length === 1) {
+      if (tokens) {
+        if (kind === 'chat' && !this.roleSent) {
+          this.roleSent = true;
           this.sse({
             id,
             object,
@@ -284,9 +316,9 @@ class Response {
             usage: includeUsage && continuous ? this.usage(r) : null,
           });
         }
-        if (!finished && this.tpl) this.out += this.tpl[0] + pieceJsonOf(token) + this.tpl[1];
+        if (!finished && this.tpl)
+          this.out += this.tpl[0] + (tokens === 1 ? pieceJsonOf(this.stepLast) : JSON.stringify(pieces)) + this.tpl[1];
         else {
-          const piece = idToChar(token);
           const fr = finished ? finishReason : null;
           const u = includeUsage && continuous ? this.usage(r) : null;
           if (kind === 'chat')
@@ -298,7 +330,7 @@ class Response {
               choices: [
                 {
                   index: 0,
-                  delta: { content: piece },
+                  delta: { content: pieces },
                   logprobs: null,
                   finish_reason: fr,
                   ...(finished ? { stop_reason: null } : {}),
@@ -312,7 +344,7 @@ class Response {
               object,
               created: createdAt,
               model,
-              choices: [{ index: 0, text: piece, logprobs: null, finish_reason: fr, stop_reason: null }],
+              choices: [{ index: 0, text: pieces, logprobs: null, finish_reason: fr, stop_reason: null }],
               usage: u,
             });
         }
@@ -322,7 +354,7 @@ class Response {
         this.out += 'data: [DONE]\n\n';
       }
     } else {
-      if (token >= 0) this.text += idToChar(token);
+      this.text += pieces;
       if (finished) {
         const text = this.text;
         const choice =
@@ -352,6 +384,7 @@ class Response {
   take(): [string, number] {
     const out = this.out;
     this.out = '';
+    this.inStep = false;
     return [out, this.ended ? (this.a.stream ? ENDS_STREAM : ENDS_JSON) : 0];
   }
 }
@@ -404,22 +437,31 @@ export function startClock(
           const s = ev.req.tag as Response | undefined;
           if (!s) continue;
           s.prepare(ev.token, ev.finished, ev.req);
-          pending.push(s);
+          if (!s.inStep) pending.push(s);
+          s.inStep = true;
         }
         for (const r of res.dropped) {
           const s = r.tag as Response | undefined;
           if (!s) continue;
           s.prepare(-1, true, r);
-          pending.push(s);
+          if (!s.inStep) pending.push(s);
+          s.inStep = true;
         }
+        for (const s of pending) s.seal();
         const due = t0 + (res.end / speed) * 1000;
         await sleep(due);
         if (closing) break;
         // At the step's time: the metrics, then the batch.
+        // A request's tokens of one step are one output (speculative decoding gives several): one
+        // TTFT or inter-token observation per output, as vLLM's IterationStats records them.
+        let prev: SimRequest | undefined;
         for (const ev of res.tokens) {
           const r = ev.req;
-          if (r.output.length === 1) metrics.ttft.observe(r.firstTokenTime - r.arrival);
-          else metrics.itl.observe(r.lastTokenTime - r.prevTokenTime);
+          if (r !== prev) {
+            if (r.firstTokenTime === r.lastTokenTime) metrics.ttft.observe(r.firstTokenTime - r.arrival);
+            else metrics.itl.observe(r.lastTokenTime - r.prevTokenTime);
+          }
+          prev = r;
           if (ev.finished) {
             metrics.e2e.observe(r.finishTime - r.arrival);
             metrics.finished[r.finishReason ?? 'stop'] = (metrics.finished[r.finishReason ?? 'stop'] ?? 0) + 1;

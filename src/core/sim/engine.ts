@@ -983,7 +983,8 @@ export class SimEngine {
     for (let j = 0; j <= a; j++) {
       const tok = this.sampleToken();
       r.output.push(tok);
-      r.prevTokenTime = r.lastTokenTime;
+      // One step, one output for the request (vLLM's EngineCoreOutput): its gap is step to step.
+      if (j === 0) r.prevTokenTime = r.lastTokenTime;
       r.lastTokenTime = end;
       c.generationTokens++;
       const len = r.output.length;
