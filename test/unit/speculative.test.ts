@@ -206,6 +206,11 @@ describe('the simulator decodes speculatively and reports acceptance as vLLM doe
         assert.ok(sd.drafts > 0 && sd.draft_tokens > 0);
         assert.equal(sd.acceptance_rate, sd.accepted_tokens / sd.draft_tokens);
         assert.equal(sd.mean_acceptance_length, 1 + sd.accepted_tokens / sd.drafts);
+        // Per position, from the labelled counter: k = 4 rates, falling, summing to accepted / drafts.
+        const pos = sd.per_position!;
+        assert.equal(pos.length, 4);
+        pos.slice(1).forEach((r, i) => assert.ok(r <= pos[i], `position ${i + 1}: ${r} > ${pos[i]}`));
+        assert.ok(Math.abs(pos.reduce((a, b) => a + b, 0) - sd.accepted_tokens / sd.drafts) < 1e-9);
         // 300 tokens: one from the prefill, the rest from drafts' accepted tokens and bonus tokens.
         assert.equal(sd.drafts + sd.accepted_tokens, 299);
       } finally {

@@ -151,6 +151,11 @@ export function snapshotOf(text: string): Snapshot {
     for (const s of f.samples) {
       if (s.name.endsWith('_bucket') || s.name.endsWith('_created')) continue;
       m.set(s.name, (m.get(s.name) ?? 0) + s.value);
+      // A per-position series (vLLM's spec_decode_num_accepted_tokens_per_pos) keeps its position too.
+      if (s.labels.position !== undefined) {
+        const k = `${s.name}{position="${s.labels.position}"}`;
+        m.set(k, (m.get(k) ?? 0) + s.value);
+      }
     }
   return m;
 }
@@ -189,6 +194,12 @@ export interface ServerEvidence {
     accepted_tokens: number;
     acceptance_rate?: number;
     mean_acceptance_length?: number;
+    /**
+     * Per draft position i (0-based): Δaccepted at i / Δdrafts, the share of steps whose i-th draft
+     * token was accepted (vLLM's log prints the same "Per-position acceptance rate"); a setup's
+     * `speculative: {acceptance: [...]}` takes this list as it is.
+     */
+    per_position?: number[];
   };
   /** The server the names belong to (its telemetry dialect). */
   dialect?: TelemetryDialect['id'];
@@ -227,6 +238,16 @@ function simLateness(before: Snapshot, after: Snapshot, during: Snapshot[]): Sim
     over_share,
     ...(max !== undefined ? { max_ms: max * 1000 } : {}),
   };
+}
+
+/** Per-position acceptance over a point from vLLM's spec_decode_num_accepted_tokens_per_pos{position}. */
+function perPosition(before: Snapshot, after: Snapshot, drafts: number): { per_position?: number[] } {
+  const rates: number[] = [];
+  for (const [name, v] of after) {
+    const m = /^vllm:spec_decode_num_accepted_tokens_per_pos(?:_total)?\{position="(\d+)"\}$/.exec(name);
+    if (m) rates[Number(m[1])] = (v - (before.get(name) ?? 0)) / drafts;
+  }
+  return rates.length && rates.every((r) => Number.isFinite(r)) ? { per_position: rates } : {};
 }
 
 /** Evidence from the snapshot before the point, the one after, and any taken during it. */
@@ -272,6 +293,7 @@ export function evidence(
       accepted_tokens: sa.d,
       ...(st.d > 0 ? { acceptance_rate: sa.d / st.d } : {}),
       ...(sd.d > 0 ? { mean_acceptance_length: 1 + sa.d / sd.d } : {}),
+      ...(sd.d > 0 ? perPosition(before, after, sd.d) : {}),
     };
   const all = [before, ...during, after];
   const peak = (q: ServerMetric) => {

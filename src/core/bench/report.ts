@@ -340,10 +340,11 @@ function costNote(points: PointResult[], perHour: number): string {
   return `${out}.`;
 }
 
-/** "71.2% (2.77)": a point's draft acceptance rate and mean acceptance length. */
+/** "71.2% (2.77; per position 0.70, 0.49, …)": a point's acceptance rate, mean acceptance length and per-position rates. */
 function specWords(s: ServerEvidence['spec_decode']): string {
   if (!s || s.acceptance_rate === undefined) return '—';
-  return `${fmtNum(100 * s.acceptance_rate, 1)}%${s.mean_acceptance_length !== undefined ? ` (${fmtNum(s.mean_acceptance_length, 2)})` : ''}`;
+  const pos = s.per_position?.length ? `; per position ${s.per_position.map((r) => fmtNum(r, 2)).join(', ')}` : '';
+  return `${fmtNum(100 * s.acceptance_rate, 1)}%${s.mean_acceptance_length !== undefined ? ` (${fmtNum(s.mean_acceptance_length, 2)}${pos})` : ''}`;
 }
 
 export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
