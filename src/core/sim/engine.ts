@@ -35,6 +35,8 @@ import { Mulberry32 } from './rng';
 
 /** The block size as a module constant (read in the hot loops). */
 const BS: number = BLOCK_SIZE;
+const NO_SPLIT: readonly number[] = Object.freeze([]);
+const byRunSeq = (a: SimRequest, b: SimRequest) => a.runSeq - b.runSeq;
 
 /**
  * The scheduler limits `vllm serve` starts with when none is given: they depend on the card. On a
@@ -245,7 +247,10 @@ export interface AddRequest {
 export class SimRequest {
   readonly prompt: ArrayLike<number>;
   readonly numPrompt: number;
+  /** The output token ids (empty when the engine keeps none: SimEngine.setTokenIds). */
   readonly output: number[] = [];
+  /** Output tokens sampled so far. */
+  numOutput = 0;
   /** Output length at which EOS is sampled (Infinity with ignore_eos). */
   readonly eosAt: number;
   status: 'waiting' | 'running' | 'finished' = 'waiting';
@@ -268,6 +273,24 @@ export class SimRequest {
   promptCounted = false;
   /** Free for the caller (the load generator keeps its record here, the server its stream). */
   tag: unknown = undefined;
+  // Lazy decoding (SimEngine.setTokenIds(false)): see the engine's lz* fields.
+  /** In the engine's set of steady decoders: numComputed, numOutput and the token times are those at the start of step lzStep. */
+  lz = false;
+  lzStep = 0;
+  /** The step of the first token this request got in bulk since its last event (TokenEvent.lazyFrom). */
+  lzSince = 0;
+  /** Tokens got in bulk and not yet reported in an event (TokenEvent.lazy). */
+  lzPending = 0;
+  /** The step of its latest token (the exact step's mark, read when it rebuilds the steady decoders). */
+  lzEmit = -1;
+  /** The step of its last token (steady decoders only), and its slot in its allocation bucket. */
+  lzFinish = 0;
+  lzBucket = 0;
+  lzBucketPos = 0;
+  /** Order in the running list (increasing with each admission; the running list is in this order). */
+  runSeq = 0;
+  /** Unique in its engine: names its output blocks in the prefix cache when the engine keeps no token ids. */
+  uid = 0;
   constructor(
     readonly id: string,
     prompt: ArrayLike<number>,
@@ -282,7 +305,7 @@ export class SimRequest {
     this.eosAt = eosAt;
   }
   get numTokens(): number {
-    return this.numPrompt + this.output.length;
+    return this.numPrompt + this.numOutput;
   }
   tokenAt(p: number): number {
     return p < this.numPrompt ? this.prompt[p] : this.output[p - this.numPrompt];
@@ -294,6 +317,13 @@ export interface TokenEvent {
   token: number;
   /** True when this token ends the request (req.finishReason says why). */
   finished: boolean;
+  /**
+   * Lazy decoding: tokens the request got in bulk (StepResult.bulk) since its previous event, one at
+   * the end of each of this engine's steps lazyFrom, lazyFrom + 1, …; the last of them at
+   * req.prevTokenTime. 0 otherwise.
+   */
+  lazy: number;
+  lazyFrom: number;
 }
 
 export interface StepResult {
@@ -315,6 +345,22 @@ export interface StepResult {
   inSystem: number;
   /** Requests dropped because they cannot fit even in an empty pool (finishReason 'abort'). */
   dropped: SimRequest[];
+  /**
+   * Lazy decoding (setTokenIds(false)): steady decoders that got one token at `end` with no event,
+   * each of whose previous token left at `start`; they sit among the first `bulkAt` events in
+   * schedule order (those events' tokens have that gap too, or are first tokens). 0 otherwise.
+   */
+  bulk: number;
+  bulkAt: number;
+  /**
+   * When one of those events has a gap of its own (a recompute after a preemption): the bulk tokens
+   * right before each of the first bulkAt events, then those after them (bulkAt + 1 numbers, summing
+   * to bulk). Empty otherwise.
+   */
+  bulkBefore: readonly number[];
+  /** The replica that ran the step (0 on one engine) and the step's index in it. */
+  replica: number;
+  index: number;
 }
 
 /**
@@ -415,15 +461,14 @@ class Deque<T> {
  * semantics as a Map<number, number>; much cheaper for 53-bit keys.
  */
 class HashIndex {
-  private readonly keys: Float64Array;
-  private readonly vals: Int32Array;
+  /** Slot i: its key at 2i (NaN: empty), its value at 2i + 1 (one cache line for both). */
+  private readonly slots: Float64Array;
   private readonly mask: number;
   private readonly shift: number;
   constructor(maxEntries: number) {
     let bits = 4;
     while (1 << bits < 2 * maxEntries && bits < 30) bits++;
-    this.keys = new Float64Array(1 << bits).fill(NaN);
-    this.vals = new Int32Array(1 << bits);
+    this.slots = new Float64Array(2 << bits).fill(NaN);
     this.mask = (1 << bits) - 1;
     this.shift = 32 - bits;
   }
@@ -432,45 +477,69 @@ class HashIndex {
   }
   /** The block holding hash h, or -1. */
   get(h: number): number {
-    const keys = this.keys;
+    const slots = this.slots;
     for (let i = this.home(h); ; i = (i + 1) & this.mask) {
-      const k = keys[i];
-      if (k === h) return this.vals[i];
+      const k = slots[2 * i];
+      if (k === h) return slots[2 * i + 1];
       if (k !== k) return -1;
     }
   }
   set(h: number, v: number) {
-    const keys = this.keys;
+    const slots = this.slots;
     for (let i = this.home(h); ; i = (i + 1) & this.mask) {
-      const k = keys[i];
+      const k = slots[2 * i];
       if (k === h || k !== k) {
-        keys[i] = h;
-        this.vals[i] = v;
+        slots[2 * i] = h;
+        slots[2 * i + 1] = v;
         return;
       }
     }
   }
-  delete(h: number) {
-    const keys = this.keys;
-    const mask = this.mask;
-    let i = this.home(h);
-    for (; ; i = (i + 1) & mask) {
-      const k = keys[i];
-      if (k === h) break;
-      if (k !== k) return;
+  /** set(h, v) unless h is there already (one probe for get and set); true when it set. */
+  addIfAbsent(h: number, v: number): boolean {
+    const slots = this.slots;
+    for (let i = this.home(h); ; i = (i + 1) & this.mask) {
+      const k = slots[2 * i];
+      if (k === h) return false;
+      if (k !== k) {
+        slots[2 * i] = h;
+        slots[2 * i + 1] = v;
+        return true;
+      }
     }
+  }
+  delete(h: number) {
+    const i = this.find(h);
+    if (i >= 0) this.deleteAt(i);
+  }
+  /** delete(h) when h names block v (one probe for get and delete). */
+  deleteIf(h: number, v: number) {
+    const i = this.find(h);
+    if (i >= 0 && this.slots[2 * i + 1] === v) this.deleteAt(i);
+  }
+  private find(h: number): number {
+    const slots = this.slots;
+    for (let i = this.home(h); ; i = (i + 1) & this.mask) {
+      const k = slots[2 * i];
+      if (k === h) return i;
+      if (k !== k) return -1;
+    }
+  }
+  private deleteAt(i: number) {
+    const slots = this.slots;
+    const mask = this.mask;
     // Shift later entries of the cluster back so every entry stays reachable from its home slot.
     for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
-      const k = keys[j];
+      const k = slots[2 * j];
       if (k !== k) break;
       const home = this.home(k);
       const stays = i <= j ? i < home && home <= j : i < home || home <= j;
       if (stays) continue;
-      keys[i] = k;
-      this.vals[i] = this.vals[j];
+      slots[2 * i] = k;
+      slots[2 * i + 1] = slots[2 * j + 1];
       i = j;
     }
-    keys[i] = NaN;
+    slots[2 * i] = NaN;
   }
 }
 
@@ -483,6 +552,25 @@ function blockHash(parent: number, req: SimRequest, start: number, size: number)
     h1 = Math.imul(h1 ^ t, 16777619);
     h2 = Math.imul(h2 ^ t, 0x85ebca6b) ^ (h2 >>> 13);
   }
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35);
+  return (h1 >>> 0) * 2097152 + ((h2 >>> 0) >>> 11);
+}
+
+/**
+ * The prefix-cache name of a full block that holds output tokens, when the engine keeps no token
+ * ids: (parent hash, the request's uid, the block's index) → 53 bits. Only the request that wrote
+ * such a block can meet it again (its recompute after a preemption, through its own block hashes),
+ * as with the ids: no prompt repeats sampled text, so which name a block has never changes a hit.
+ */
+function outputBlockHash(parent: number, uid: number, k: number): number {
+  let h1 = (0x811c9dc5 ^ 0x6f757470 ^ (parent >>> 0)) >>> 0;
+  let h2 = (0x9e3779b9 ^ Math.floor(parent / 4294967296)) >>> 0;
+  h1 = Math.imul(h1 ^ (uid | 0), 16777619);
+  h2 = Math.imul(h2 ^ (uid | 0), 0x85ebca6b) ^ (h2 >>> 13);
+  h1 = Math.imul(h1 ^ Math.floor(uid / 4294967296), 16777619);
+  h2 = Math.imul(h2 ^ Math.floor(uid / 4294967296), 0x85ebca6b) ^ (h2 >>> 13);
+  h1 = Math.imul(h1 ^ k, 16777619);
+  h2 = Math.imul(h2 ^ k, 0x85ebca6b) ^ (h2 >>> 13);
   h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35);
   return (h1 >>> 0) * 2097152 + ((h2 >>> 0) >>> 11);
 }
@@ -532,6 +620,59 @@ export class SimEngine {
   private recentN = 0;
   private recentSumQ = 0;
   private recentSumH = 0;
+
+  /** Which replica of a data-parallel endpoint this engine is (StepResult.replica). */
+  replicaIndex = 0;
+  /** Steps this engine has run: the index of the next one (StepResult.index). */
+  private stepNo = 0;
+  private nextRunSeq = 0;
+  private nextUid = 0;
+
+  // Lazy decoding (setTokenIds(false)). The steady decoders (running, decoding, a token at the
+  // step before) each get one token every step, so they advance in bulk: a step visits only the
+  // other running requests, the steady decoders that need a block (one in 16 each step: a bucket
+  // per step modulo the block size) and those whose last token it is (a list per step).
+  private ids = true;
+  /**
+   * Steps run without token ids: in bulk (of which some preempted, some had a recompute with earlier
+   * output end in them), and those that visited every running request.
+   */
+  readonly lazySteps = { bulk: 0, preempting: 0, irregular: 0, full: 0 };
+  /** Start of the step before the current one (a steady decoder's token before last). */
+  private lastStepStart = NaN;
+  private lzCount = 0;
+  /** Σ over the steady decoders of their context at the current step (computed + 1). */
+  private lzCtx = 0;
+  private readonly lzBuckets: SimRequest[][] = Array.from({ length: BS }, () => []);
+  private readonly lzEnds = new Map<number, SimRequest[]>();
+  /** The running requests that are not steady decoders, in schedule order. */
+  private lzOthers: SimRequest[] = [];
+  private readonly lzFin: SimRequest[] = [];
+  private readonly lzJoin: SimRequest[] = [];
+  private readonly lzResult: StepResult = {
+    start: 0,
+    duration: 0,
+    end: 0,
+    numSeqs: 0,
+    prefillTokens: 0,
+    decodeTokens: 0,
+    decodeMemS: 0,
+    prefillExtraS: 0,
+    overheadS: 0,
+    tokens: [],
+    preempted: 0,
+    inSystem: 0,
+    dropped: [],
+    bulk: 0,
+    bulkAt: 0,
+    bulkBefore: [],
+    replica: 0,
+    index: 0,
+  };
+  private readonly lzWalk: SimRequest[] = [];
+  /** admitWaiting's prefix hits, block by block. */
+  private hitIds = new Int32Array(256);
+  private readonly lzSplit: number[] = [];
 
   // step(true)'s token list and events, reused from step to step.
   private readonly scratchTokens: TokenEvent[] = [];
@@ -621,6 +762,7 @@ export class SimEngine {
     const minTokens = Math.max(0, Math.floor(r.minTokens ?? 0));
     const eos = r.ignoreEos ? Infinity : Math.max(minTokens, this.sampleEos());
     const req = new SimRequest(id, r.prompt, maxTokens, minTokens, !!r.ignoreEos, r.arrival ?? this.now, eos);
+    req.uid = this.nextUid++;
     if (this.cfg.prefixCaching) {
       const full = Math.floor(req.numPrompt / BS);
       let parent = 0;
@@ -638,6 +780,7 @@ export class SimEngine {
   abort(id: string): boolean {
     const req = this.byId.get(id);
     if (!req || req.status === 'finished') return false;
+    if (!this.ids) this.lzFlush();
     if (req.status === 'running') {
       const i = this.running.indexOf(req);
       if (i >= 0) this.running.splice(i, 1);
@@ -647,6 +790,7 @@ export class SimEngine {
     req.finishReason = 'abort';
     req.finishTime = this.now;
     this.byId.delete(id);
+    if (!this.ids) this.lzOthers = this.running.slice();
     return true;
   }
 
@@ -674,7 +818,7 @@ export class SimEngine {
     this.freeRemove(b);
     const h = this.hashOfBlock[b];
     if (h === h) {
-      if (this.cache.get(h) === b) this.cache.delete(h);
+      this.cache.deleteIf(h, b);
       this.hashOfBlock[b] = NaN;
     }
     this.refcnt[b] = 1;
@@ -703,16 +847,10 @@ export class SimEngine {
   private cacheFullBlocks(req: SimRequest) {
     const full = Math.min(Math.floor(req.numComputed / BS), req.blocks.length);
     for (let b = req.numCachedBlocks; b < full; b++) {
-      while (req.blockHashes.length <= b) {
-        const k = req.blockHashes.length;
-        req.blockHashes.push(blockHash(k ? req.blockHashes[k - 1] : 0, req, k * BS, BS));
-      }
+      while (req.blockHashes.length <= b) req.blockHashes.push(this.hashAt(req, req.blockHashes.length));
       const h = req.blockHashes[b];
       const blk = req.blocks[b];
-      if (this.hashOfBlock[blk] !== this.hashOfBlock[blk] && this.cache.get(h) < 0) {
-        this.cache.set(h, blk);
-        this.hashOfBlock[blk] = h;
-      }
+      if (this.hashOfBlock[blk] !== this.hashOfBlock[blk] && this.cache.addIfAbsent(h, blk)) this.hashOfBlock[blk] = h;
     }
     if (full > req.numCachedBlocks) req.numCachedBlocks = full;
   }
@@ -741,6 +879,66 @@ export class SimEngine {
     this.counters.prefixHits += h;
   }
 
+  /**
+   * Phase 2 of a step: admit waiting requests into slots ns, ns + 1, … while the budget, the pool
+   * and max_num_seqs allow, with a prefix-cache lookup on full blocks. Returns the new slot count.
+   */
+  private admitWaiting(ns: number, budget: number): number {
+    const cfg = this.cfg;
+    const sReq = this.sReq;
+    const sNew = this.sNew;
+    const sStart = this.sStart;
+    const sDraft = this.sDraft;
+    while (this.waitingQ.length && budget > 0 && this.running.length < cfg.maxNumSeqs) {
+      const r = this.waitingQ.peek()!;
+      // Prefix-cache lookup on full blocks; at least the last token is always computed.
+      let hitBlocks = 0;
+      let touchFree = 0;
+      if (cfg.prefixCaching) {
+        const maxHit = Math.floor((r.numTokens - 1) / BS);
+        while (r.blockHashes.length < maxHit) r.blockHashes.push(this.hashAt(r, r.blockHashes.length));
+        let hits = this.hitIds;
+        if (hits.length < maxHit) hits = this.hitIds = new Int32Array(Math.max(maxHit, 2 * hits.length));
+        for (; hitBlocks < maxHit; hitBlocks++) {
+          const b = this.cache.get(r.blockHashes[hitBlocks]);
+          if (b < 0) break;
+          hits[hitBlocks] = b;
+          if (this.refcnt[b] === 0) touchFree++;
+        }
+      }
+      const computed = hitBlocks * BS;
+      let n = r.numTokens - computed;
+      if (n > budget) n = budget;
+      const need = Math.ceil((computed + n) / BS) - hitBlocks;
+      if (need > this.freeCount - touchFree) break;
+      for (let k = 0; k < hitBlocks; k++) {
+        const b = this.hitIds[k];
+        if (this.refcnt[b] === 0) this.freeRemove(b);
+        this.refcnt[b]++;
+        r.blocks.push(b);
+      }
+      r.numComputed = computed;
+      r.numCachedBlocks = hitBlocks;
+      for (let k = 0; k < need; k++) r.blocks.push(this.takeFree());
+      if (cfg.prefixCaching) this.recordQuery(r.numTokens, computed);
+      if (r.firstScheduled !== r.firstScheduled) {
+        r.firstScheduled = this.now;
+        r.cachedTokens = computed;
+      }
+      this.waitingQ.shift();
+      r.status = 'running';
+      r.runSeq = this.nextRunSeq++;
+      this.running.push(r);
+      sReq[ns] = r;
+      sNew[ns] = n;
+      sStart[ns] = computed;
+      sDraft[ns] = 0;
+      ns++;
+      budget -= n;
+    }
+    return ns;
+  }
+
   /** One scheduler iteration. Returns undefined when there is nothing to run. */
   /**
    * One scheduler iteration. `reuse`: the result's `tokens` array and its events are scratch,
@@ -749,7 +947,16 @@ export class SimEngine {
    */
   step(reuse = false): StepResult | undefined {
     if (!this.hasWork()) return undefined;
+    if (!this.ids) return this.stepLazy(reuse);
+    const res = this.stepExact(reuse);
+    this.stepNo++;
+    return res;
+  }
+
+  private stepExact(reuse: boolean): StepResult {
     const cfg = this.cfg;
+    const ids = this.ids;
+    const stepNo = this.stepNo;
     const inSystem = this.running.length + this.waitingQ.length;
     let budget = cfg.maxNumBatchedTokens;
     const sReq = this.sReq;
@@ -769,9 +976,9 @@ export class SimEngine {
       if (spec && n === 1 && r.numComputed >= r.numPrompt) {
         drafts = Math.min(
           spec.k,
-          r.maxTokens - r.output.length - 1,
+          r.maxTokens - r.numOutput - 1,
           cfg.maxModelLen - r.numTokens - 1,
-          r.eosAt - r.output.length - 1,
+          r.eosAt - r.numOutput - 1,
           budget - 1,
         );
         if (drafts < 0) drafts = 0;
@@ -799,54 +1006,7 @@ export class SimEngine {
     }
 
     // 2. Waiting requests (none when this step preempted), while the budget, the pool and max_num_seqs allow.
-    if (!preempted) {
-      while (this.waitingQ.length && budget > 0 && this.running.length < cfg.maxNumSeqs) {
-        const r = this.waitingQ.peek()!;
-        // Prefix-cache lookup on full blocks; at least the last token is always computed.
-        let hitBlocks = 0;
-        let touchFree = 0;
-        if (cfg.prefixCaching) {
-          const maxHit = Math.floor((r.numTokens - 1) / BS);
-          while (r.blockHashes.length < maxHit) {
-            const k = r.blockHashes.length;
-            r.blockHashes.push(blockHash(k ? r.blockHashes[k - 1] : 0, r, k * BS, BS));
-          }
-          for (; hitBlocks < maxHit; hitBlocks++) {
-            const b = this.cache.get(r.blockHashes[hitBlocks]);
-            if (b < 0) break;
-            if (this.refcnt[b] === 0) touchFree++;
-          }
-        }
-        const computed = hitBlocks * BS;
-        let n = r.numTokens - computed;
-        if (n > budget) n = budget;
-        const need = Math.ceil((computed + n) / BS) - hitBlocks;
-        if (need > this.freeCount - touchFree) break;
-        for (let k = 0; k < hitBlocks; k++) {
-          const b = this.cache.get(r.blockHashes[k]);
-          if (this.refcnt[b] === 0) this.freeRemove(b);
-          this.refcnt[b]++;
-          r.blocks.push(b);
-        }
-        r.numComputed = computed;
-        r.numCachedBlocks = hitBlocks;
-        for (let k = 0; k < need; k++) r.blocks.push(this.takeFree());
-        if (cfg.prefixCaching) this.recordQuery(r.numTokens, computed);
-        if (r.firstScheduled !== r.firstScheduled) {
-          r.firstScheduled = this.now;
-          r.cachedTokens = computed;
-        }
-        this.waitingQ.shift();
-        r.status = 'running';
-        this.running.push(r);
-        sReq[ns] = r;
-        sNew[ns] = n;
-        sStart[ns] = computed;
-        sDraft[ns] = 0;
-        ns++;
-        budget -= n;
-      }
-    }
+    if (!preempted) ns = this.admitWaiting(ns, budget);
 
     // A request that cannot fit even in an empty pool would wait forever: drop it.
     const dropped: SimRequest[] = [];
@@ -910,34 +1070,39 @@ export class SimEngine {
       if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
       if (r.numComputed < r.numTokens) continue;
       const tok = this.sampleToken();
-      if (r.output.length === 0) {
+      if (r.numOutput === 0) {
         r.firstTokenTime = end;
       }
       if (!r.promptCounted) {
         r.promptCounted = true;
         this.counters.promptTokens += r.numPrompt;
       }
-      r.output.push(tok);
+      if (ids) r.output.push(tok);
+      const len = ++r.numOutput;
       r.prevTokenTime = r.lastTokenTime;
       r.lastTokenTime = end;
       this.counters.generationTokens++;
-      const len = r.output.length;
       const finished = len >= r.maxTokens || r.numTokens >= cfg.maxModelLen || len >= r.eosAt;
       if (finished) {
         this.finish(r, end);
         anyFinished = true;
       }
+      const lazy = r.lzPending;
+      r.lzPending = 0;
+      r.lzEmit = stepNo;
       if (reuse) {
         const j = out.length;
         let ev = pool[j];
-        if (ev === undefined) pool[j] = ev = { req: r, token: tok, finished };
+        if (ev === undefined) pool[j] = ev = { req: r, token: tok, finished, lazy, lazyFrom: r.lzSince };
         else {
           ev.req = r;
           ev.token = tok;
           ev.finished = finished;
+          ev.lazy = lazy;
+          ev.lazyFrom = r.lzSince;
         }
         out.push(ev);
-      } else out.push({ req: r, token: tok, finished });
+      } else out.push({ req: r, token: tok, finished, lazy, lazyFrom: r.lzSince });
     }
     if (anyFinished) this.dropFinished();
     for (let k = 0; k < ns; k++) sReq[k] = undefined as unknown as SimRequest;
@@ -956,6 +1121,11 @@ export class SimEngine {
       preempted,
       inSystem,
       dropped,
+      bulk: 0,
+      bulkAt: 0,
+      bulkBefore: NO_SPLIT,
+      replica: this.replicaIndex,
+      index: stepNo,
     };
   }
 
@@ -983,14 +1153,14 @@ export class SimEngine {
     for (let j = 0; j <= a; j++) {
       const tok = this.sampleToken();
       r.output.push(tok);
+      const len = ++r.numOutput;
       // One step, one output for the request (vLLM's EngineCoreOutput): its gap is step to step.
       if (j === 0) r.prevTokenTime = r.lastTokenTime;
       r.lastTokenTime = end;
       c.generationTokens++;
-      const len = r.output.length;
       const finished = len >= r.maxTokens || r.numTokens >= this.cfg.maxModelLen || len >= r.eosAt;
       if (finished) this.finish(r, end);
-      out.push({ req: r, token: tok, finished });
+      out.push({ req: r, token: tok, finished, lazy: 0, lazyFrom: 0 });
       if (finished) break;
     }
     if (r.status !== 'finished' && this.cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS)
@@ -999,7 +1169,7 @@ export class SimEngine {
 
   /** A request has sampled its last token (length or EOS): record why, free its blocks. */
   private finish(r: SimRequest, end: number) {
-    const len = r.output.length;
+    const len = r.numOutput;
     r.finishReason = len >= r.maxTokens || r.numTokens >= this.cfg.maxModelLen ? 'length' : 'stop';
     r.finishTime = end;
     r.status = 'finished';
@@ -1042,7 +1212,8 @@ export class SimEngine {
     const running = this.running;
     const ns = running.length;
     const cfg = this.cfg;
-    if (ns === 0 || ns > cfg.maxNumBatchedTokens || !(this.now < until) || cfg.speculative) return undefined;
+    if (ns === 0 || ns > cfg.maxNumBatchedTokens || !(this.now < until) || cfg.speculative || !this.ids)
+      return undefined;
     // Something waiting would be considered for admission unless max_num_seqs or the budget is full.
     if (this.waitingQ.length && ns < cfg.maxNumSeqs && ns < cfg.maxNumBatchedTokens) return undefined;
     let K = Math.floor(maxSteps);
@@ -1050,7 +1221,7 @@ export class SimEngine {
     for (let i = 0; i < ns; i++) {
       const r = running[i];
       const c = r.numComputed;
-      const len = r.output.length;
+      const len = r.numOutput;
       if (c !== r.numPrompt + len - 1 || c < r.numPrompt) return undefined;
       // Steps until this request samples its last token.
       K = Math.min(K, r.maxTokens - len, cfg.maxModelLen - (c + 1), r.eosAt - len);
@@ -1132,11 +1303,10 @@ export class SimEngine {
         const r = reqs[i];
         const c = ++r.numComputed;
         if (caching && c >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
-        const out = r.output;
-        out.push(this.sampleToken());
+        r.output.push(this.sampleToken());
+        const len = ++r.numOutput;
         r.prevTokenTime = r.lastTokenTime;
         r.lastTokenTime = end;
-        const len = out.length;
         if (len >= r.maxTokens || c + 1 >= maxLen || len >= r.eosAt) {
           this.finish(r, end);
           run.finished.push(r);
@@ -1148,9 +1318,438 @@ export class SimEngine {
       if (anyFinished) break;
     }
     this.now = now;
+    this.stepNo += k;
     counters.steps += k;
     counters.generationTokens += k * ns;
     return k;
+  }
+
+  /** The prefix-cache hash of a request's block k (its parent's hash is known). */
+  private hashAt(req: SimRequest, k: number): number {
+    const parent = k ? req.blockHashes[k - 1] : 0;
+    if (this.ids || (k + 1) * BS <= req.numPrompt) return blockHash(parent, req, k * BS, BS);
+    return outputBlockHash(parent, req.uid, k);
+  }
+
+  /**
+   * Keep the output token ids (true, the default: the HTTP server sends them) or only count them
+   * (false: the virtual-time load, which reads none). Without them the generator still advances once
+   * per token (sampled EOS lengths stay where they were), a block holding output tokens gets a name
+   * of its own in the prefix cache (outputBlockHash), and steady decoders advance in bulk
+   * (StepResult.bulk): the same schedule, step times and counters, at a cost per step of the
+   * requests that change. Not with speculative decoding.
+   */
+  setTokenIds(keep: boolean) {
+    if (keep === this.ids) return;
+    if (!keep && this.cfg.speculative) throw new Error('lazy decoding does not model speculative decoding');
+    if (keep) this.lzFlush();
+    else this.lzOthers = this.running.slice();
+    this.ids = keep;
+  }
+  get tokenIds(): boolean {
+    return this.ids;
+  }
+
+  /** A steady decoder's figures at the start of the current step. */
+  private lzSync(r: SimRequest) {
+    const k = this.stepNo - r.lzStep;
+    if (k > 0) {
+      r.numComputed += k;
+      r.numOutput += k;
+      r.prevTokenTime = this.lastStepStart;
+      r.lastTokenTime = this.now;
+      r.lzStep = this.stepNo;
+    }
+    if (this.cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
+  }
+
+  /** Every steady decoder back to a plain running request (its bulk tokens pending for its next event). */
+  private lzFlush() {
+    if (this.lzCount) {
+      for (const r of this.running) {
+        if (!r.lz) continue;
+        this.lzSync(r);
+        r.lzPending = this.stepNo - r.lzSince;
+        r.lz = false;
+      }
+      for (const b of this.lzBuckets) b.length = 0;
+      this.lzEnds.clear();
+      this.lzCount = 0;
+      this.lzCtx = 0;
+    }
+    this.lzOthers = this.running.slice();
+  }
+
+  /** A running request that just got a token and decodes on: a steady decoder from step `from`. */
+  private lzAdd(r: SimRequest, from: number) {
+    const cfg = this.cfg;
+    r.lz = true;
+    r.lzStep = from;
+    r.lzSince = from;
+    const out = r.numOutput;
+    // Steps until its last token (as in decodeRun); its next block when its computed tokens fill its blocks.
+    const left = Math.min(r.maxTokens - out, cfg.maxModelLen - r.numPrompt - out, r.eosAt - out);
+    const f = from + left - 1;
+    r.lzFinish = f;
+    const ends = this.lzEnds.get(f);
+    if (ends) ends.push(r);
+    else this.lzEnds.set(f, [r]);
+    const key = (from + r.blocks.length * BS - r.numComputed) % BS;
+    const bucket = this.lzBuckets[key];
+    r.lzBucket = key;
+    r.lzBucketPos = bucket.length;
+    bucket.push(r);
+    this.lzCount++;
+    this.lzCtx += r.numComputed + 1;
+  }
+
+  /** Preempt a running request in lazy decoding (a steady decoder leaves the steady set first). */
+  private lzPreempt(victim: SimRequest) {
+    if (victim.lz) {
+      this.lzSync(victim);
+      victim.lzPending = this.stepNo - victim.lzSince;
+      this.lzRemoveFromBucket(victim);
+      const ends = this.lzEnds.get(victim.lzFinish)!;
+      ends.splice(ends.indexOf(victim), 1);
+      if (!ends.length) this.lzEnds.delete(victim.lzFinish);
+      this.lzCount--;
+      this.lzCtx -= victim.numComputed + 1;
+    } else {
+      const others = this.lzOthers;
+      const i = others.lastIndexOf(victim);
+      if (i >= 0) others.splice(i, 1);
+    }
+    this.preempt(victim);
+  }
+
+  private lzRemoveFromBucket(r: SimRequest) {
+    const bucket = this.lzBuckets[r.lzBucket];
+    const last = bucket.pop()!;
+    if (last !== r) {
+      bucket[r.lzBucketPos] = last;
+      last.lzBucketPos = r.lzBucketPos;
+    }
+    r.lz = false;
+  }
+
+  /**
+   * step() without token ids. When the steady decoders all get their token this step without a
+   * preemption (the budget reaches past them, the pool has their blocks), only the other running
+   * requests, the steady decoders due a block and those whose last token it is are visited; else
+   * every steady decoder is brought up to date and the step runs as stepExact.
+   */
+  private stepLazy(reuse: boolean): StepResult {
+    const cfg = this.cfg;
+    const others = this.lzOthers;
+    const running = this.running;
+    const S = this.stepNo;
+    const D = this.lzCount;
+    const B = cfg.maxNumBatchedTokens;
+    const sReq = this.sReq;
+    const sNew = this.sNew;
+    const sStart = this.sStart;
+    const sDraft = this.sDraft;
+    const bucket = this.lzBuckets[S % BS];
+    // Can the steady decoders advance in bulk? The others' demand in schedule order: only the last
+    // running request may be cut short by the budget, and none with earlier output may finish its
+    // recompute in phase 1 (its gap is not the step's).
+    let bulkOk = D > 0;
+    let demand = D;
+    let lastN = -1;
+    if (bulkOk) {
+      for (let i = 0; i < others.length; i++) demand += others[i].numTokens - others[i].numComputed;
+      if (demand > B) {
+        const last = others[others.length - 1];
+        if (!last || last !== running[running.length - 1]) bulkOk = false;
+        else {
+          const before = demand - (last.numTokens - last.numComputed);
+          if (before > B) bulkOk = false;
+          else lastN = B - before;
+        }
+      }
+    }
+    if (!bulkOk) return this.stepFallback(reuse);
+    this.lazySteps.bulk++;
+
+    const inSystem = running.length + this.waitingQ.length;
+    const lastOther = lastN >= 0 ? others[others.length - 1] : undefined;
+    // Blocks phase 1 needs: one for each steady decoder due one, and the others' chunks.
+    let need = bucket.length;
+    for (let i = 0; i < others.length; i++) {
+      const r = others[i];
+      const n = r === lastOther ? lastN : r.numTokens - r.numComputed;
+      const m = Math.ceil((r.numComputed + n) / BS) - r.blocks.length;
+      if (m > 0) need += m;
+    }
+    // 1. Running requests. A recompute after a preemption that ends here is irregular: its token's
+    // gap is not the step's, so the events say where the bulk tokens fall around it.
+    let ns = 0;
+    let budget = B - D;
+    let preempted = 0;
+    let irregular = false;
+    if (need <= this.freeCount) {
+      // The others in schedule order, then the steady decoders due a block (the order in which one
+      // step takes blocks changes only their labels: no decision reads a block's number).
+      for (let i = 0; i < others.length; i++) {
+        const r = others[i];
+        const full = r.numTokens - r.numComputed;
+        const n = r === lastOther ? lastN : full;
+        if (n <= 0) break;
+        this.allocate(r, n);
+        if (n === full && r.numOutput > 0) irregular = true;
+        sReq[ns] = r;
+        sNew[ns] = n;
+        sStart[ns] = r.numComputed;
+        sDraft[ns] = 0;
+        ns++;
+        budget -= n;
+      }
+      for (let i = 0; i < bucket.length; i++) {
+        const r = bucket[i];
+        this.lzSync(r);
+        r.blocks.push(this.takeFree());
+      }
+    } else {
+      // The pool runs short: those that need blocks in schedule order, preempting from the end of
+      // the running list as stepExact does.
+      const walk = this.lzWalk;
+      walk.length = 0;
+      for (let i = 0; i < bucket.length; i++) walk.push(bucket[i]);
+      for (let i = 0; i < others.length; i++) walk.push(others[i]);
+      walk.sort(byRunSeq);
+      for (let i = 0; i < walk.length; i++) {
+        const r = walk[i];
+        if (r.status !== 'running') continue;
+        let n = 1;
+        let full = 1;
+        if (r.lz) this.lzSync(r);
+        else {
+          full = r.numTokens - r.numComputed;
+          n = r === lastOther ? lastN : full;
+          if (n <= 0) break;
+        }
+        let ok = true;
+        while (!this.allocate(r, n)) {
+          const victim = running.pop()!;
+          this.lzPreempt(victim);
+          preempted++;
+          if (victim === r) {
+            ok = false;
+            break;
+          }
+        }
+        if (!ok) break;
+        if (r.lz) continue;
+        if (n === full && r.numOutput > 0) irregular = true;
+        sReq[ns] = r;
+        sNew[ns] = n;
+        sStart[ns] = r.numComputed;
+        sDraft[ns] = 0;
+        ns++;
+        budget -= n;
+      }
+      walk.length = 0;
+    }
+    const ns1 = ns;
+    if (preempted) this.lazySteps.preempting++;
+    if (irregular) this.lazySteps.irregular++;
+    // 2. Admissions (none when this step preempted).
+    if (!preempted) ns = this.admitWaiting(ns, budget);
+    const Dn = this.lzCount;
+    // Where the bulk tokens fall among phase 1's events, when one of them has a gap of its own.
+    const split = this.lzSplit;
+    split.length = 0;
+    if (irregular) {
+      for (let k = 0; k < ns1; k++) if (sReq[k].numComputed + sNew[k] >= sReq[k].numTokens) sReq[k].lzEmit = S;
+      let c = 0;
+      for (let i = 0; i < running.length; i++) {
+        const r = running[i];
+        if (r.lz) {
+          if (r.lzFinish !== S) c++;
+          else {
+            split.push(c);
+            c = 0;
+          }
+        } else if (r.lzEmit === S && r.runSeq <= (ns1 ? sReq[ns1 - 1].runSeq : -1)) {
+          split.push(c);
+          c = 0;
+        }
+      }
+      split.push(c);
+    }
+
+    // 3. Step time: every steady decoder adds its context once (one token at s: s + 1 pairs).
+    let ctxAll = this.lzCtx;
+    let ctxDecode = this.lzCtx;
+    let tokens = Dn;
+    let attnPairs = this.lzCtx;
+    let prefillTokens = 0;
+    let decodeTokens = Dn;
+    for (let k = 0; k < ns; k++) {
+      const n = sNew[k];
+      const s0 = sStart[k];
+      ctxAll += s0 + n;
+      tokens += n;
+      attnPairs += n * s0 + (n * (n + 1)) / 2;
+      if (n === 1 && s0 >= sReq[k].numPrompt) {
+        decodeTokens++;
+        ctxDecode += s0 + 1;
+      } else prefillTokens += n;
+    }
+    const memS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxAll) / cfg.bandwidth;
+    const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
+    const core = memS > compS ? memS : compS;
+    const decodeMemS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth;
+    const comm = cfg.commFixedS + cfg.commPerTokenS * tokens;
+    const duration = core + comm + cfg.stepOverheadS;
+    const start = this.now;
+    const end = start + duration;
+    this.now = end;
+    this.counters.steps++;
+    this.counters.busyS += duration;
+
+    // 4. Commit, in schedule order: the others of phase 1 and the steady decoders whose last token
+    // this is, then the admitted.
+    const fin = this.lzFin;
+    fin.length = 0;
+    const ending = this.lzEnds.get(S);
+    if (ending) {
+      this.lzEnds.delete(S);
+      for (const r of ending) fin.push(r);
+      if (fin.length > 1) fin.sort(byRunSeq);
+    }
+    const out: TokenEvent[] = reuse ? this.scratchTokens : [];
+    out.length = 0;
+    const join = this.lzJoin;
+    join.length = 0;
+    let emitted = Dn;
+    let anyFinished = false;
+    let finCtx = 0;
+    let bulkAt = 0;
+    let f = 0;
+    for (let k = 0; k <= ns; k++) {
+      // Steady decoders that end here, before the k-th scheduled request (all of them before the admitted).
+      const limit = k < ns1 ? sReq[k].runSeq : Infinity;
+      while (f < fin.length && fin[f].runSeq < limit) {
+        const r = fin[f++];
+        const lazy = S - r.lzSince;
+        finCtx += r.numComputed + (S - r.lzStep) + 1;
+        const steps = S + 1 - r.lzStep;
+        r.numComputed += steps;
+        r.numOutput += steps;
+        r.prevTokenTime = start;
+        r.lastTokenTime = end;
+        r.lzStep = S + 1;
+        if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
+        this.lzRemoveFromBucket(r);
+        this.finish(r, end);
+        anyFinished = true;
+        this.lzEvent(out, reuse, r, true, lazy, r.lzSince);
+      }
+      if (k === ns1) bulkAt = out.length;
+      if (k === ns) break;
+      const r = sReq[k];
+      r.numComputed += sNew[k];
+      if (cfg.prefixCaching && r.numComputed >= (r.numCachedBlocks + 1) * BS) this.cacheFullBlocks(r);
+      if (r.numComputed < r.numTokens) continue;
+      emitted++;
+      if (r.numOutput === 0) r.firstTokenTime = end;
+      if (!r.promptCounted) {
+        r.promptCounted = true;
+        this.counters.promptTokens += r.numPrompt;
+      }
+      const len = ++r.numOutput;
+      r.prevTokenTime = r.lastTokenTime;
+      r.lastTokenTime = end;
+      const finished = len >= r.maxTokens || r.numTokens >= cfg.maxModelLen || len >= r.eosAt;
+      if (finished) {
+        this.finish(r, end);
+        anyFinished = true;
+      } else join.push(r);
+      const lazy = r.lzPending;
+      r.lzPending = 0;
+      this.lzEvent(out, reuse, r, finished, lazy, r.lzSince);
+    }
+    // One draw per token, as sampling them would take.
+    this.rng.skip(emitted);
+    this.counters.generationTokens += emitted;
+    if (anyFinished) this.dropFinished();
+
+    // The steady decoders move one token on; those that got their token here join them.
+    this.lzCount -= fin.length;
+    this.lzCtx += this.lzCount - finCtx;
+    if (anyFinished || join.length || ns > ns1) {
+      let w = 0;
+      for (let i = 0; i < others.length; i++) {
+        const r = others[i];
+        if (r.status === 'running' && join.indexOf(r) < 0) others[w++] = r;
+      }
+      others.length = w;
+      for (let k = ns1; k < ns; k++) {
+        const r = sReq[k];
+        if (r.status === 'running' && join.indexOf(r) < 0) others.push(r);
+      }
+    }
+    for (const r of join) this.lzAdd(r, S + 1);
+    for (let k = 0; k < ns; k++) sReq[k] = undefined as unknown as SimRequest;
+    this.lastStepStart = start;
+    this.stepNo++;
+
+    const res = reuse ? this.lzResult : ({} as StepResult);
+    res.start = start;
+    res.duration = duration;
+    res.end = end;
+    res.numSeqs = Dn + ns;
+    res.prefillTokens = prefillTokens;
+    res.decodeTokens = decodeTokens;
+    res.decodeMemS = decodeMemS;
+    res.prefillExtraS = core + comm - decodeMemS;
+    res.overheadS = cfg.stepOverheadS;
+    res.tokens = out;
+    res.preempted = preempted;
+    res.inSystem = inSystem;
+    res.dropped = reuse ? this.lzResult.dropped : [];
+    res.bulk = Dn - fin.length;
+    res.bulkAt = bulkAt;
+    res.bulkBefore = split;
+    res.replica = this.replicaIndex;
+    res.index = S;
+    return res;
+  }
+
+  private lzEvent(out: TokenEvent[], reuse: boolean, r: SimRequest, finished: boolean, lazy: number, lazyFrom: number) {
+    if (!reuse) {
+      out.push({ req: r, token: 0, finished, lazy, lazyFrom });
+      return;
+    }
+    const j = out.length;
+    let ev = this.eventPool[j];
+    if (ev === undefined) this.eventPool[j] = ev = { req: r, token: 0, finished, lazy, lazyFrom };
+    else {
+      ev.req = r;
+      ev.token = 0;
+      ev.finished = finished;
+      ev.lazy = lazy;
+      ev.lazyFrom = lazyFrom;
+    }
+    out.push(ev);
+  }
+
+  /** A step the steady decoders cannot take in bulk: all brought up to date, stepExact, then the new steady set. */
+  private stepFallback(reuse: boolean): StepResult {
+    this.lzFlush();
+    this.lazySteps.full++;
+    const S = this.stepNo;
+    const res = this.stepExact(reuse);
+    this.lastStepStart = res.start;
+    this.stepNo++;
+    const others = this.lzOthers;
+    others.length = 0;
+    for (const r of this.running) {
+      if (r.lzEmit === S && r.numComputed === r.numTokens - 1) this.lzAdd(r, S + 1);
+      else others.push(r);
+    }
+    return res;
   }
 
   /** Output token ids: lower-case letters and spaces, so the trivial tokenizer gives readable text. */
@@ -1185,9 +1784,19 @@ export class DpEngine {
   constructor(opts: EngineOptions, dp: number) {
     const first = new SimEngine(opts);
     this.replicas = [first];
-    for (let i = 1; i < dp; i++)
-      this.replicas.push(new SimEngine({ ...first.cfg, seed: first.cfg.seed + i } as EngineConfig));
+    for (let i = 1; i < dp; i++) {
+      const e = new SimEngine({ ...first.cfg, seed: first.cfg.seed + i } as EngineConfig);
+      e.replicaIndex = i;
+      this.replicas.push(e);
+    }
     this.cfg = first.cfg;
+  }
+  /** SimEngine.setTokenIds on every replica. */
+  setTokenIds(keep: boolean) {
+    for (const e of this.replicas) e.setTokenIds(keep);
+  }
+  get tokenIds(): boolean {
+    return this.replicas[0].tokenIds;
   }
   get replicaCount(): number {
     return this.replicas.length;

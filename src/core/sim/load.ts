@@ -33,6 +33,12 @@ export interface LoadOptions {
    * metrics are the ones summarizeRecords gives for the records (exact below the sketch threshold).
    */
   metricsOnly?: boolean;
+  /**
+   * Visit every running request at every step, with token ids (the engine's reference path, and
+   * what the records were pinned on), instead of letting steady decoders advance in bulk. The same
+   * results either way; test/unit/sim-lazy.test.ts holds them equal.
+   */
+  stepByStep?: boolean;
 }
 
 /** A request's record while it runs in metricsOnly mode: its first and last chunk instead of them all. */
@@ -100,6 +106,15 @@ export class LoadRun {
   /** Multi-turn sessions: each request's conversation, and the next turns waiting out their think time. */
   private readonly cursorOf = new Map<RequestRecord, SessionCursor>();
   private readonly pending: { at: number; cursor: SessionCursor }[] = [];
+  /**
+   * The engine runs without token ids (lazy decoding: steady decoders advance in bulk), as it may
+   * when this load owns every request in it; `restoreIds` says to give the ids back when done.
+   */
+  private readonly lazy: boolean;
+  private restoreIds = false;
+  /** Lazy decoding with records: each replica's step ends (ms), from its first step in this load. */
+  private readonly stepLog: number[][] = [];
+  private readonly stepLogBase: number[] = [];
 
   constructor(
     readonly engine: Engine,
@@ -113,6 +128,13 @@ export class LoadRun {
     this.t0 = engine.now;
     this.gen = promptGenerator(o.seed, engine.cfg.vocab);
     this.c0 = { ...engine.counters };
+    // Nothing here reads a token id: let steady decoders advance in bulk when every request in the
+    // engine will be this load's (same records and metrics as step by step; sim-golden pins them).
+    this.lazy = !o.stepByStep && !engine.hasWork() && !engine.cfg.speculative;
+    if (this.lazy) {
+      this.restoreIds = engine.tokenIds;
+      engine.setTokenIds(false);
+    } else engine.setTokenIds(true);
     if (!this.closed) {
       // Open-loop arrival times.
       const r = mulberry32((o.seed ^ 0xa5a5a5a5) >>> 0);
@@ -131,7 +153,12 @@ export class LoadRun {
 
   /** True once every request has finished (or the load cannot progress). */
   get finished(): boolean {
-    return this.drained || this.done >= this.N || this.steps >= MAX_STEPS;
+    const f = this.drained || this.done >= this.N || this.steps >= MAX_STEPS;
+    if (f && this.restoreIds) {
+      this.restoreIds = false;
+      this.engine.setTokenIds(true);
+    }
+    return f;
   }
 
   /** A new conversation when the plan has sessions (closed loop only). */
@@ -212,7 +239,7 @@ export class LoadRun {
       }
       // Stretches of pure-decode steps run in one call (the same results as step by step).
       const next = !closed && this.sent < N ? arrivals[this.sent] : pending.length ? pending[0].at : Infinity;
-      const run = engine.decodeRun(Math.min(4096, stop - this.steps), next);
+      const run = this.lazy ? undefined : engine.decodeRun(Math.min(4096, stop - this.steps), next);
       if (run) this.onRun(run);
       else this.onStep(engine.step(true)!);
     }
@@ -280,7 +307,7 @@ export class LoadRun {
       const rec = r.tag as RequestRecord | undefined;
       if (!rec) continue;
       rec.endMs = endMs;
-      rec.outputTokens = r.output.length;
+      rec.outputTokens = r.numOutput;
       rec.cachedTokens = r.cachedTokens;
       rec.ok = true;
       r.tag = undefined;
@@ -299,14 +326,51 @@ export class LoadRun {
     time.decodeS += res.decodeMemS;
     time.prefillS += res.prefillExtraS;
     time.overheadS += res.overheadS;
-    const endMs = (res.end - this.t0) * 1000;
+    const t0 = this.t0;
+    const endMs = (res.end - t0) * 1000;
     const metrics = this.metrics;
+    // Lazy decoding with records: this replica's step ends, for the tokens its steady decoders got in bulk.
+    let log: number[] | undefined;
+    let base = 0;
+    if (this.lazy && !metrics) {
+      log = this.stepLog[res.replica];
+      if (!log) {
+        log = this.stepLog[res.replica] = [];
+        this.stepLogBase[res.replica] = res.index;
+      }
+      base = this.stepLogBase[res.replica];
+      log[res.index - base] = endMs;
+    }
     // metricsOnly: the sequences that had a token in the step before share one gap, added once with their count.
     let gap = NaN;
     let gaps = 0;
-    for (const ev of res.tokens) {
+    const tokens = res.tokens;
+    const bulk = res.bulk;
+    const split = res.bulkBefore;
+    for (let i = 0; i <= tokens.length; i++) {
+      // The steady decoders' tokens (lazy decoding), where they fall in schedule order.
+      const c = !bulk || !metrics ? 0 : split.length ? (i < split.length ? split[i] : 0) : i === res.bulkAt ? bulk : 0;
+      if (c) {
+        const g = endMs - (res.start - t0) * 1000;
+        if (g === gap) gaps += c;
+        else {
+          if (gaps) metrics!.addItl(gap, gaps);
+          gap = g;
+          gaps = c;
+        }
+      }
+      if (i === tokens.length) break;
+      const ev = tokens[i];
       const rec = ev.req.tag as RequestRecord | undefined;
       if (!rec) continue;
+      if (ev.lazy) {
+        // The tokens it got in bulk since its previous event.
+        if (metrics) {
+          const t = rec as Tracked;
+          t.chunks += ev.lazy;
+          t.lastMs = (ev.req.prevTokenTime - t0) * 1000;
+        } else for (let k = ev.lazyFrom; k < ev.lazyFrom + ev.lazy; k++) rec.chunkMs.push(log![k - base]);
+      }
       if (metrics) {
         const t = rec as Tracked;
         if (t.chunks++) {
@@ -322,7 +386,7 @@ export class LoadRun {
       } else rec.chunkMs.push(endMs);
       if (ev.finished) {
         rec.endMs = endMs;
-        rec.outputTokens = ev.req.output.length;
+        rec.outputTokens = ev.req.numOutput;
         rec.cachedTokens = ev.req.cachedTokens;
         rec.ok = true;
         ev.req.tag = undefined;

@@ -41,4 +41,8 @@ export class Mulberry32 {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   }
+  /** Move on as `n` calls of next() would, without computing them (the state is a counter). */
+  skip(n: number): void {
+    this.a = (this.a + Math.imul(n, 0x6d2b79f5)) >>> 0;
+  }
 }

@@ -117,7 +117,14 @@ export class LatencySample {
     const h = new Float64Histogram(1, 2, 3);
     h.autoResize = true;
     const a = this.values!;
-    for (let i = 0; i < this.n; i++) h.recordValue(ns(a[i]));
+    // Equal values arrive in runs (a step's gap, added with its count): one record per run.
+    for (let i = 0; i < this.n;) {
+      const v = a[i];
+      let j = i + 1;
+      while (j < this.n && a[j] === v) j++;
+      h.recordValueWithCount(ns(v), j - i);
+      i = j;
+    }
     this.hist = h;
     this.values = undefined;
   }
