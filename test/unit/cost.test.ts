@@ -296,3 +296,36 @@ function outputText(r: CellResult): string {
     .map((i) => String(i.data))
     .join('\n');
 }
+
+test('predict: serving with an SLO: goodput and $ per M tokens served within it, beside the raw price', async () => {
+  const [, r] = await run(
+    'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nprice: 1.20 $/h\n',
+    'predict: serving\ninput: 1000\noutput: 100\nconcurrency: [1, 64]\nrequests: 128\nslo: {ttft_p99: 300 ms}\n',
+  );
+  assert.equal(r.ok, true, JSON.stringify(r.error));
+  type P = {
+    concurrency: number;
+    metrics: {
+      output_throughput: number;
+      goodput: number;
+      good_requests: number;
+      good_output_tokens: number;
+      duration_s: number;
+    };
+    cost: { usd_per_mtok_output: number; usd_per_mtok_goodput: number };
+  };
+  const pts = r.values.points as P[];
+  for (const p of pts) {
+    // ignore_eos: every request within the SLO served its 100 output tokens.
+    assert.equal(p.metrics.good_output_tokens, p.metrics.good_requests * 100);
+    assert.equal(
+      p.cost.usd_per_mtok_goodput,
+      (1.2 / ((p.metrics.good_output_tokens / p.metrics.duration_s) * 3600)) * 1e6,
+    );
+    assert.ok(p.cost.usd_per_mtok_goodput >= p.cost.usd_per_mtok_output);
+  }
+  assert.ok(r.facts.some((f) => f.kind === 'request-rate' && f.metric === 'goodput' && f.point?.concurrency === 64));
+  assert.ok(r.facts.some((f) => f.kind === 'cost' && f.metric === 'goodput' && f.point?.concurrency === 64));
+  assert.match(outputText(r), /goodput req\/s\s+\$ per M tok within SLO/);
+  assert.match(outputText(r), /Goodput: requests meeting every SLO \(ttft p99 ≤ 300 ms\) \/ duration/);
+});

@@ -14,7 +14,7 @@ import { CellError, finding, type Finding } from '../findings';
 import type { Fact } from '../facts';
 import { setupPricePerHour } from '../cost';
 import { setupFact } from '../facts/make';
-import { parseSloKey, SLO_METRICS, sloOf } from '../facts/stat';
+import { parseSloKey, SLO_METRICS, sloOf, type SloSpec } from '../facts/stat';
 import type { CellWorkload } from '../workload/cell';
 import { expectedPrefixHitRate } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
@@ -52,7 +52,7 @@ const rateValue = quantity('request_rate', { bare: 'req/s', positive: true }).re
  * time. The three below are listed for completion; any other key of that form is taken the same way.
  */
 const sloLimit = quantity('time', { positive: true });
-const slo = z
+export const sloSchema = z
   .object({
     ttft_p99: sloLimit.optional(),
     tpot_p99: sloLimit.optional(),
@@ -124,7 +124,7 @@ const base = {
     .min(0)
     .optional()
     .describe('Base of the per-point seeds (default: random, recorded in the values).'),
-  slo: slo.optional().describe('Service-level objectives for goodput: a request counts when it meets every one.'),
+  slo: sloSchema.optional().describe('Service-level objectives for goodput: a request counts when it meets every one.'),
   percentiles: z
     .array(z.number().gt(0).lt(100))
     .min(1)
@@ -262,7 +262,7 @@ function reportSpec(
     requests,
     durationS: cell.duration?.value,
     seed,
-    slo: cell.slo ? sloOf(Object.fromEntries(Object.entries(cell.slo).map(([k, q]) => [k, ms(q?.value)]))) : undefined,
+    slo: sloSpecOf(cell.slo),
     percentiles: cell.percentiles,
     stopAbove: stopAbove(cell),
     burstiness: cell.burstiness,
@@ -270,6 +270,11 @@ function reportSpec(
 }
 
 const ms = (s: number | undefined) => (s === undefined ? undefined : s * 1000);
+
+/** A cell's `slo:` keys as the metrics take them (limits in ms); undefined without any. */
+export function sloSpecOf(slo: z.output<typeof sloSchema> | undefined): SloSpec | undefined {
+  return slo ? sloOf(Object.fromEntries(Object.entries(slo).map(([k, q]) => [k, ms(q?.value)]))) : undefined;
+}
 
 /**
  * A workload that reuses prefixes on purpose is not contaminated by its own hits: a shared prefix

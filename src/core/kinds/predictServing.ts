@@ -13,6 +13,8 @@ import { fitFindings } from '../checks/fit';
 import { factAbove, factSchema, factsOf, LATENCY_METRICS, type Fact, type LatencyMetric, type Point } from '../facts';
 import { fin, latencyFacts, setupFact as makeSetupFact } from '../facts/make';
 import { benchCellFacts } from './benchFacts';
+import { sloSchema, sloSpecOf } from './bench';
+import type { SloSpec } from '../facts/stat';
 import { CellError } from '../findings';
 import { decodeRoofline, parallelWords, prefillFloorSimple, weightsBytes } from '../physics';
 import {
@@ -54,6 +56,8 @@ const schema = z
     /** Override the KV pool (default: the kv-pool prediction for the setup). */
     kv_pool: quantity('tokens', { bare: 'tokens', positive: true }).optional(),
     ignore_eos: z.boolean().default(true),
+    /** SLOs as a bench cell writes them: the prediction's goodput, and its price per token served within them. */
+    slo: sloSchema.optional(),
     /** Other setups to price against this one, each simulated with the same load (cost/whatIf.ts). */
     what_if: whatIfSchema.optional(),
     /**
@@ -189,6 +193,8 @@ export function servingFacts(values: Record<string, unknown>): Fact[] {
     }
     const req = fin(m.request_throughput);
     if (req !== undefined) out.push({ kind: 'request-rate', metric: 'completed', req_s: req, ...common });
+    const good = fin(m.goodput);
+    if (good !== undefined) out.push({ kind: 'request-rate', metric: 'goodput', req_s: good, ...common });
     const little = isObj(m.little) ? m.little : {};
     const predicted = fin(little.predicted_in_flight);
     const observed = fin(little.observed_in_flight);
@@ -326,6 +332,7 @@ export const servingKind: KindModule<Cell> = {
       requests: cell.requests,
       seed: cell.seed,
       ignoreEos: cell.ignore_eos,
+      slo: sloSpecOf(cell.slo),
       // Per-point seeds: each point takes a dataset's rows after those the points before it sent.
       planner: (seed, vocab, i) => plannerFor(workload, seed, vocab, cell.seed === 'per-point' ? i * cell.requests : 0),
     };
@@ -372,7 +379,11 @@ export const servingKind: KindModule<Cell> = {
         p.cost = tokenCosts(perHour, {
           output_tok_s: p.metrics.output_throughput,
           total_tok_s: p.metrics.total_token_throughput,
+          ...(p.metrics.good_output_tokens !== undefined && p.metrics.duration_s > 0
+            ? { good_tok_s: p.metrics.good_output_tokens / p.metrics.duration_s }
+            : {}),
         });
+    const slo = shape.slo?.length ? shape.slo : undefined;
     const gap = tableOutput(
       `Throughput and the gap to the decode roofline (live context ${fmtNum(liveContext, 0)} tokens)`,
       [
@@ -387,6 +398,10 @@ export const servingKind: KindModule<Cell> = {
               { key: 'usd_out' as const, label: '$ per M output tok', fmt: fmtDollarsPerMtok },
               { key: 'usd_total' as const, label: '$ per M total tok', fmt: fmtDollarsPerMtok },
             ]
+          : []),
+        ...(slo ? [{ key: 'goodput' as const, label: 'goodput req/s', fmt: (v: number) => fmtNum(v, 2) }] : []),
+        ...(slo && perHour !== undefined
+          ? [{ key: 'usd_good' as const, label: '$ per M tok within SLO', fmt: fmtDollarsPerMtok }]
           : []),
         { key: 'ratio', label: 'of roofline', fmt: pct },
         { key: 'share', label: 'time: decode/prefill/overhead/idle' },
@@ -406,6 +421,7 @@ export const servingKind: KindModule<Cell> = {
         pre: p.prefill_loss_tok_s,
         sim: p.simulated_tok_s,
         ...(p.cost ? { usd_out: p.cost.usd_per_mtok_output, usd_total: p.cost.usd_per_mtok_total } : {}),
+        ...(slo ? { goodput: p.metrics.goodput ?? NaN, usd_good: p.cost?.usd_per_mtok_goodput ?? NaN } : {}),
         ratio: p.simulated_tok_s / p.roofline_tok_s,
         share:
           [p.time_share.decode, p.time_share.prefill, p.time_share.overhead, p.time_share.idle]
@@ -417,8 +433,11 @@ export const servingKind: KindModule<Cell> = {
       })),
       `roofline = decode roofline at batch ${closed ? '= concurrency' : '= simulated mean batch'}; − overhead = roofline with ${fmtNum(cfg.stepOverheadS * 1e3, 2)} ms added to each step; ` +
         `− prefill & sched. = the rest: prefills packed into decode steps, chunked prefill, queueing. Little's law: λ·W against the engine's time-averaged requests in system.` +
+        (slo
+          ? ` Goodput: requests meeting every SLO (${slo.map((l) => `${l.metric} ${l.stat} ≤ ${fmtNum(l.ms, 0)} ms`).join(', ')}) / duration.`
+          : '') +
         (perHour !== undefined
-          ? ` Cost at ${priceWords(setup)}: ${COST_FORMULA} (output tokens; total counts prompt + output).`
+          ? ` Cost at ${priceWords(setup)}: ${COST_FORMULA} (output tokens; total counts prompt + output${slo ? '; within SLO counts the output tokens of requests meeting every SLO' : ''}).`
           : ''),
     );
     const assumptions = factsOutput(
@@ -561,6 +580,8 @@ export interface ServingShape {
   requests: number;
   seed: 'per-point' | number;
   ignoreEos?: boolean;
+  /** Per-request SLOs: each point's goodput (requests meeting every one). */
+  slo?: SloSpec;
   /** The workload's requests per point seed (workload/plan.ts); none: fixed-length random prompts. */
   planner?: (seed: number, vocab: number, pointIndex: number) => RequestPlanner | undefined;
 }
@@ -612,6 +633,7 @@ export async function simulateServing(
       ...(closed ? { concurrency: x } : { rate: x }),
       // Summarized as it runs: no point holds every output token's time (exact below the sketch threshold).
       metricsOnly: true,
+      ...(shape.slo?.length ? { slo: shape.slo } : {}),
     });
     let sliceStart = performance.now();
     let lastReport = -Infinity;

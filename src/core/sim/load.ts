@@ -6,6 +6,7 @@
  * one seed reused across points regenerates the same prompts: the prefix-cache trap.
  */
 import { MetricsAccumulator, type RequestRecord } from '../bench/metrics';
+import type { SloSpec } from '../facts/stat';
 import type { RequestPlanner, SessionCursor } from '../workload/plan';
 import type { DecodeRun, Engine, EngineCounters, SimRequest, StepResult } from './engine';
 import { expVariate, Mulberry32, mulberry32 } from './rng';
@@ -39,6 +40,8 @@ export interface LoadOptions {
    * results either way; test/unit/sim-lazy.test.ts holds them equal.
    */
   stepByStep?: boolean;
+  /** metricsOnly: the per-request SLOs goodput counts against (facts/stat.ts SloSpec). */
+  slo?: SloSpec;
 }
 
 /** A request's record while it runs in metricsOnly mode: its first and last chunk instead of them all. */
@@ -120,7 +123,9 @@ export class LoadRun {
     readonly engine: Engine,
     readonly o: LoadOptions,
   ) {
-    this.metrics = o.metricsOnly ? new MetricsAccumulator({ latencyFrom: 'sent' }) : undefined;
+    this.metrics = o.metricsOnly
+      ? new MetricsAccumulator({ latencyFrom: 'sent', ...(o.slo?.length ? { slo: o.slo } : {}) })
+      : undefined;
     this.closed = o.concurrency !== undefined;
     if (this.closed === (o.rate !== undefined))
       throw new Error('give either concurrency (closed loop) or rate (open loop)');
