@@ -78,6 +78,8 @@ export function benchValues(
     return {
       ...(p.loop === 'open' ? { rate: p.rate } : { concurrency: p.concurrency }),
       seed: p.seed,
+      // When the point ran (wall clock, UTC): what a prediction in ink is dated against.
+      ...(Number.isFinite(p.t0EpochMs) ? { started_at: new Date(Math.round(p.t0EpochMs)).toISOString() } : {}),
       completed: m.completed,
       failed: m.failed,
       failure_rate: r3(m.failure_rate),

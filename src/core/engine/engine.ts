@@ -35,6 +35,7 @@ export function createNotebookContext(dir: string, services: Services = {}): Not
     named: new Map(),
     services,
     files: new Map(),
+    ink: new Map(),
   };
 }
 

@@ -3,6 +3,7 @@ import type { Gpu, ModelSpec, Dtype, WidePart } from '../catalog/types';
 import type { Price } from '../cost/price';
 import type { Fact } from '../facts/schema';
 import type { Finding } from '../findings';
+import type { InkMark } from '../notebook/ink';
 import type { FileCache, FileNeed } from './files';
 
 /** One item of an output: text mimes carry a string, JSON mimes (…json, …+json) a JSON value. */
@@ -161,6 +162,12 @@ export interface NotebookContext {
    * FileCache key: see engine/files.ts.
    */
   files: FileCache;
+  /**
+   * The cells in ink, by cell index (notebook/ink.ts): when each was inked and revised. The host
+   * fills it from the cells' metadata before they run and after it inks one; compare rows and bench
+   * verdicts read it to say whether a prediction was written down before its measurement ran.
+   */
+  ink: Map<number, InkMark>;
 }
 
 export interface RunContext {

@@ -7,6 +7,7 @@ import type { PredictedCurve } from '../bench/report';
 import type { CellOutput, RunContext } from '../engine/types';
 import { CellError } from '../findings';
 import type { Fact, Loop } from '../facts';
+import { inkStatus, measuredAtOf } from '../notebook/ink';
 import type { CellWorkload } from '../workload/cell';
 import {
   predictionInForce,
@@ -69,6 +70,12 @@ export async function benchVerdict(
       }) ?? (await ownPrediction(shape, ctx));
   }
   if (!prediction) return undefined;
+  // A prediction above says whether it was in ink before this run's first point began.
+  if (prediction.origin === 'above' && prediction.cellIndex !== undefined)
+    prediction = {
+      ...prediction,
+      ink: inkStatus(ctx.notebook.ink.get(prediction.cellIndex), measuredAtOf(measured)),
+    };
   const rows = verdictRows(measured, prediction, tolerance);
   if (!rows.length) return undefined;
   return {

@@ -7,6 +7,7 @@
 import { tableOutput } from '../engine/outputs';
 import type { CellOutput, CellResult } from '../engine/types';
 import { factsOf, type Fact, type Loop } from '../facts';
+import type { InkStatus } from '../notebook/ink';
 import { fmtNum } from '../units';
 import { CAUSE_MEANING, causesFor, type Cause, type QuantityId } from './causes';
 import { curveAt, latencyMs, parametersOf, pointLabel, pointsOf, shapeOf, throughput, type PointView } from './points';
@@ -29,6 +30,8 @@ export interface Prediction {
   origin: 'above' | 'own';
   cellIndex?: number;
   cellName?: string;
+  /** A prediction above: whether it was in ink before the bench's first point began (notebook/ink.ts). */
+  ink?: InkStatus;
 }
 
 export interface VerdictRow {
@@ -161,8 +164,9 @@ export function verdictOutput(rows: VerdictRow[], prediction: Prediction, tolera
   const gaps = rows.filter((r) => r.ok === false);
   const named = [...new Set(rows.flatMap((r) => r.causes.map((c) => c.code)))];
   const unexplained = gaps.filter((r) => !r.causes.length).length;
+  const ink = prediction.ink;
   return tableOutput(
-    `Measured against predicted — ${prediction.label}`,
+    `Measured against predicted — ${prediction.label}${ink ? `, ${ink.words}` : ''}`,
     [
       { key: 'point', label: 'point' },
       { key: 'quantity', label: 'quantity' },
@@ -193,6 +197,7 @@ export function verdictOutput(rows: VerdictRow[], prediction: Prediction, tolera
     rows,
     `ratio = measured / predicted; ✅ within ±${fmtNum(tolerance * 100, 0)}%; tok/s, ms. ` +
       `${prediction.origin === 'own' ? 'No serving prediction of this shape above, so the bench ran one itself in virtual time. ' : ''}` +
+      `${ink ? `${inkSentence(ink)} ` : ''}` +
       `${assumed ? `The prediction assumed ${assumed}. ` : ''}` +
       `${rows.some((r) => r.interpolated) ? '~ read off the predicted curve between its points. ' : ''}` +
       `Causes are named only from this run's evidence: server /metrics (prefix-cache hits, preemptions, waiting requests), the client's dispatch and event-loop lag, the server's usage (token drift, output shortfall) and the shape of the gap (step overhead, prefill speed, prefill interference).` +
@@ -203,6 +208,23 @@ export function verdictOutput(rows: VerdictRow[], prediction: Prediction, tolera
   );
 }
 
+/** The prediction's ink in a sentence, with the times it was judged by. */
+function inkSentence(ink: InkStatus): string {
+  const m = ink.measured_at ? ` this run's first point began ${ink.measured_at}` : '';
+  switch (ink.state) {
+    case 'not-inked':
+      return 'The prediction is not in ink: nothing shows it was written down before this run (ink it to say so).';
+    case 'before':
+      return `The prediction was inked ${ink.inked_at}, before the measurement:${m}.`;
+    case 'revised-after':
+      return `The prediction was inked ${ink.inked_at}, before the measurement (${m.trim()}), but the numbers judged are a revision of ${ink.revised_at} with other inputs, made after it.`;
+    case 'after':
+      return `The prediction was inked ${ink.inked_at}, after the measurement began:${m}.`;
+    case 'inked':
+      return `The prediction was inked ${ink.inked_at}; when this run measured is not known.`;
+  }
+}
+
 /** What the cell saves of its verdict (values.verdict). */
 export function verdictValues(rows: VerdictRow[], prediction: Prediction, tolerance: number) {
   return {
@@ -210,6 +232,7 @@ export function verdictValues(rows: VerdictRow[], prediction: Prediction, tolera
       origin: prediction.origin,
       label: prediction.label,
       ...(prediction.cellName ? { cell: prediction.cellName } : {}),
+      ...(prediction.ink ? { ink: prediction.ink } : {}),
     },
     tolerance,
     rows: rows.map((r) => ({

@@ -370,6 +370,12 @@ const parameter = z
   })
   .strict();
 
+/**
+ * When a measurement ran: a bench point's wall-clock start (epoch ms). A prediction in ink is
+ * judged "inked before measurement" against it (notebook/ink.ts).
+ */
+const measuredAt = z.object({ kind: z.literal('measured-at'), epoch_ms: nonNeg, ...common }).strict();
+
 export const factSchema = z.discriminatedUnion('kind', [
   engine,
   parameter,
@@ -400,6 +406,7 @@ export const factSchema = z.discriminatedUnion('kind', [
   vocab,
   note,
   stopped,
+  measuredAt,
 ]);
 
 export type Fact = z.output<typeof factSchema>;

@@ -61,6 +61,8 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
     if (input !== undefined) out.push({ kind: 'tokens', metric: 'prompt', tokens: input, ...common });
     if (output !== undefined) out.push({ kind: 'tokens', metric: 'output', tokens: output, ...common });
     out.push(...pointQualityFacts(p, common));
+    const started = typeof p.started_at === 'string' ? Date.parse(p.started_at) : NaN;
+    if (Number.isFinite(started) && started >= 0) out.push({ kind: 'measured-at', epoch_ms: started, ...common });
     // What the server's engine did over the point (explain/causes.ts names gaps from it).
     const eng = (metric: FactOf<'engine'>['metric'], v: unknown, src = 'server /metrics') => {
       const x = fin(v);

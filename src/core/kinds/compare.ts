@@ -50,6 +50,7 @@ import {
   type Point,
 } from '../facts';
 import { CellError, finding, type CellPath, type Finding } from '../findings';
+import { inkStatus, measuredAtOf, type InkStatus } from '../notebook/ink';
 import { plotOutput } from '../plots/render';
 import { DIMS, GiB, inUnit, parseQuantity, type DimName } from '../units';
 
@@ -138,6 +139,8 @@ interface Picked {
 }
 
 export interface Resolved {
+  /** The named cell the side reads (absent for a literal): whose ink a prediction carries. */
+  from?: CellResult;
   /** One value, or a curve of (x, value) points. */
   scalar?: Picked & { key: string; cell?: CellResult };
   list?: (Picked & { x: number })[];
@@ -218,7 +221,7 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
   const result = nb.named.get(name)!;
   const rest = text.slice(name.length);
   const fact = /^\.fact\((.*)\)$/s.exec(rest);
-  if (fact) return resolveFact(text, name, fact[1], result);
+  if (fact) return { ...resolveFact(text, name, fact[1], result), from: result };
   if (rest.startsWith('.fact(')) throw new Error(`${text}: close the parenthesis, e.g. ${name}.fact(ttft.p95)`);
   const segs: (string | number | '*')[] = [];
   const re = /\.([A-Za-z_][\w-]*)|\[(\d+|\*)\]/gy;
@@ -300,7 +303,7 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
       return { x, ...valueOf(keys, v, index) };
     });
     const first = cur.find(isObj);
-    return { list, xName: xKey ?? X_KEYS.find((k) => first && typeof first[k] === 'number') };
+    return { list, xName: xKey ?? X_KEYS.find((k) => first && typeof first[k] === 'number'), from: result };
   }
   let cur: unknown = result.values;
   const keys: string[] = [];
@@ -315,7 +318,7 @@ function resolveRef(text: string, nb: NotebookContext, xKey?: string): Resolved 
     throw new Error(
       `${text} is ${Array.isArray(cur) ? 'a list: pick one element ([0]) or all of them ([*])' : isObj(cur) ? `an object; pick a key: ${Object.keys(cur).join(', ')}` : 'not a number'}${offered(keys[keys.length - 1] ?? '')}`,
     );
-  return { scalar: { ...valueOf(keys, cur, index), key: keys[keys.length - 1] ?? name, cell: result } };
+  return { scalar: { ...valueOf(keys, cur, index), key: keys[keys.length - 1] ?? name, cell: result }, from: result };
 }
 
 function resolveSide(v: Row['predicted'], nb: NotebookContext, xKey?: string): Resolved {
@@ -450,6 +453,8 @@ export interface CompareRow {
   cause: string;
   tolerance: number;
   x?: number;
+  /** Whether the predicted side was in ink before the measured side ran (notebook/ink.ts). */
+  ink: InkStatus;
 }
 
 interface Evaluated {
@@ -511,6 +516,9 @@ function evaluate(
     const [p, m] = resolved[i];
     if (!p || !m) return;
     const tol = row.tolerance?.value ?? tolAll;
+    // The prediction's ink (its cell's, from the host) against when the measured number was measured.
+    const mark = p.from ? nb.ink.get(indexOfResult(nb, p.from) ?? -1) : undefined;
+    const inkAt = (pk: Picked) => inkStatus(mark, m.from ? measuredAtOf(m.from.facts, pk.fact?.point) : undefined);
     const at: CellPath = ['rows', i, 'measured'];
     const verdictOf = (pv: Val, mv: Val): Pick<CompareRow, 'ratio' | 'ok' | 'verdict'> => {
       if (pv.dim && mv.dim && pv.dim !== mv.dim) {
@@ -548,6 +556,7 @@ function evaluate(
         ...verdictOf(pvv, mvv),
         cause: tags([...fs, ...fromCell]),
         tolerance: tol,
+        ink: inkAt(m.scalar),
       });
       return;
     }
@@ -585,6 +594,7 @@ function evaluate(
           cause: tags(fs),
           tolerance: tol,
           x: mp.x,
+          ink: inkAt(mp),
         });
       }
       if (!m.list.some((mp) => p.list!.some((q) => q.x === mp.x))) {
@@ -602,6 +612,12 @@ function evaluate(
     out.findings.push(finding('error', 'compare-shape', msg, ['rows', i]));
   });
   return out;
+}
+
+/** The cell index of a result in the notebook's results. */
+function indexOfResult(nb: NotebookContext, r: CellResult): number | undefined {
+  for (const [i, x] of nb.results) if (x === r) return i;
+  return undefined;
 }
 
 function tags(fs: Finding[]): string {
@@ -722,9 +738,10 @@ export const compareKind: KindModule<Cell> = {
           fmt: (v) => (v === '✅' ? '✅ within' : v === '❌' ? '❌ outside' : String(v ?? '')),
         },
         { key: 'cause', label: 'cause', align: 'left' },
+        { key: 'ink', label: 'ink', align: 'left', fmt: (v: InkStatus) => v.words },
       ],
       ev.rows,
-      `ratio = measured / predicted; ✅ within ±${short(tol * 100)}%${ev.rows.some((r) => r.tolerance !== tol) ? " (or the row's own tolerance)" : ''}; cause from the physics checks on the measured number`,
+      `ratio = measured / predicted; ✅ within ±${short(tol * 100)}%${ev.rows.some((r) => r.tolerance !== tol) ? " (or the row's own tolerance)" : ''}; cause from the physics checks on the measured number; ink: whether the prediction was written down (inked) before its measurement ran`,
     );
     return {
       values: {

@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { MIME } from '../engine/outputs';
+import type { Fact, Point } from '../facts/schema';
 import type { NbCell } from './format';
 
 export const INK_KEY = 'ink';
@@ -87,4 +88,126 @@ export function inkAfterRun(cell: NbCell, outputs: NonNullable<NbCell['outputs']
 
 function note(text: string): NonNullable<NbCell['outputs']>[number] {
   return { items: [{ mime: MIME.plain, data: text }], metadata: { ink: true } };
+}
+
+/**
+ * What a run needs to know of a cell's ink (epoch ms): when its original was frozen and, for each
+ * revision since, when it ran and whether its inputs differed from the original's. Hosts read it
+ * from the cell's metadata (inkMarkOf) into NotebookContext.ink before cells run; compare rows and
+ * bench verdicts read it from there, never from a file.
+ */
+export interface InkMark {
+  inkedAt: number;
+  revisions: { at: number; inputsChanged: boolean }[];
+}
+
+/** A cell's ink as a mark, or undefined when it is not in ink (none, only requested, or unreadable). */
+export function inkMarkOf(cell: Pick<NbCell, 'metadata'>): InkMark | undefined {
+  const ink = inkOf(cell as NbCell);
+  if (!ink || ink === 'requested' || 'problem' in ink) return undefined;
+  const inkedAt = Date.parse(ink.original.inked_at);
+  if (!Number.isFinite(inkedAt)) return undefined;
+  return {
+    inkedAt,
+    revisions: ink.revisions
+      .map((r) => ({ at: Date.parse(r.at), inputsChanged: r.inputs_changed }))
+      .filter((r) => Number.isFinite(r.at)),
+  };
+}
+
+/** The ink marks of a notebook's cells, by cell index: what a host puts in NotebookContext.ink. */
+export function inkMarks(cells: readonly Pick<NbCell, 'metadata'>[]): Map<number, InkMark> {
+  const out = new Map<number, InkMark>();
+  cells.forEach((c, i) => {
+    const m = inkMarkOf(c);
+    if (m) out.set(i, m);
+  });
+  return out;
+}
+
+/**
+ * Whether a prediction was written down before its measurement ran:
+ * - `before`: inked before the measurement began, and the outputs compared were made before it too
+ *   (or re-made after it from the same inputs);
+ * - `revised-after`: inked before, but the outputs compared are a revision with other inputs made after;
+ * - `after`: inked after the measurement began;
+ * - `inked`: inked, but when the measurement ran is not known (a literal, a record, an older notebook);
+ * - `not-inked`.
+ */
+export type InkState = 'before' | 'revised-after' | 'after' | 'inked' | 'not-inked';
+
+export interface InkStatus {
+  state: InkState;
+  /** For a table cell: "inked before measurement", "not inked", … */
+  words: string;
+  /** ISO times, where known. */
+  inked_at?: string;
+  revised_at?: string;
+  measured_at?: string;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** A prediction's ink (undefined: not in ink) against when its measurement began (epoch ms; undefined: not known). */
+export function inkStatus(mark: InkMark | undefined, measuredAt: number | undefined): InkStatus {
+  if (!mark) return { state: 'not-inked', words: 'not inked' };
+  const inked_at = iso(mark.inkedAt);
+  if (measuredAt === undefined)
+    return { state: 'inked', words: `inked ${inked_at} (measurement time not known)`, inked_at };
+  const measured_at = iso(measuredAt);
+  if (mark.inkedAt > measuredAt) return { state: 'after', words: 'inked after measurement', inked_at, measured_at };
+  // The outputs compared are the latest run's: the original, or the last revision.
+  const last = mark.revisions[mark.revisions.length - 1];
+  if (last && last.at > measuredAt && last.inputsChanged)
+    return {
+      state: 'revised-after',
+      words: 'inked before measurement, revised after it (other inputs)',
+      inked_at,
+      revised_at: iso(last.at),
+      measured_at,
+    };
+  return {
+    state: 'before',
+    words:
+      last && last.at > measuredAt
+        ? 'inked before measurement (re-run after it, same inputs)'
+        : 'inked before measurement',
+    inked_at,
+    measured_at,
+  };
+}
+
+/**
+ * Whether a cell may be inked, from its source: a prediction (`predict: …`) only, since ink is
+ * "written down before measuring". Undefined when it may; else what to do instead.
+ */
+export function inkRefusal(cell: Pick<NbCell, 'kind' | 'language' | 'source' | 'metadata'>): string | undefined {
+  if (cell.kind !== 'code' || cell.language !== 'inflab')
+    return 'only an inflab code cell holding a prediction can be inked; this one is not a code cell of the notebook';
+  const first = /^\s*([A-Za-z_][\w-]*)\s*:/m.exec(
+    cell.source
+      .split('\n')
+      .filter((l) => l.trim() && !l.trim().startsWith('#'))
+      .join('\n'),
+  );
+  if (first?.[1] !== 'predict')
+    return `only a prediction (a "predict: …" cell) can be inked; this cell is ${first ? `"${first[1]}: …"` : 'empty'}: a measurement is not written down in advance`;
+  return undefined;
+}
+
+/** The cell with its ink requested (`"ink": true`): its next successful run freezes its outputs. */
+export function requestInk<C extends Pick<NbCell, 'metadata'>>(cell: C): C {
+  return { ...cell, metadata: { ...cell.metadata, [INK_KEY]: true } };
+}
+
+/**
+ * When a measurement began, from its cell's facts (`measured-at`, a bench point's start): the
+ * point's own when one is named and stated, else the earliest. Undefined when the cell states none.
+ */
+export function measuredAtOf(facts: readonly Fact[], point?: Point): number | undefined {
+  const at = facts.filter((f): f is Extract<Fact, { kind: 'measured-at' }> => f.kind === 'measured-at');
+  const key = (p: Point | undefined) => JSON.stringify(p ?? {});
+  const own = point ? at.filter((f) => key(f.point) === key(point)) : [];
+  const from = own.length ? own : at;
+  return from.length ? Math.min(...from.map((f) => f.epoch_ms)) : undefined;
 }

@@ -3,7 +3,7 @@ import { createNotebookContext, runCell } from '../engine/engine';
 import { MIME } from '../engine/outputs';
 import type { CellResult, ProgressUpdate, Services } from '../engine/types';
 import type { NbCell, Notebook } from './format';
-import { inkAfterRun } from './ink';
+import { inkAfterRun, inkMarkOf, inkMarks } from './ink';
 
 export const CELL_LANGUAGE = 'inflab';
 
@@ -38,6 +38,7 @@ export async function runNotebook(
   const results: RunNotebookResult['results'] = [];
   let order = 0;
   const cells = nb.cells.map((c) => ({ ...c }));
+  ctx.ink = inkMarks(cells);
   const aborted = () => opts.signal?.aborted === true;
   for (let i = 0; i < cells.length && !aborted(); i++) {
     const c = cells[i];
@@ -59,6 +60,9 @@ export async function runNotebook(
       ...(r.ok ? inkAfterRun(c, outputs, endTime) : { ...c, outputs }),
       lastRun: { executionOrder: ++order, success: r.ok, startTime, endTime },
     };
+    // The cells after it see this run's ink (inked now, or a revision added).
+    const mark = inkMarkOf(cells[i]);
+    if (mark) ctx.ink.set(i, mark);
   }
   return { notebook: { ...nb, cells }, results, interrupted: aborted() };
 }
