@@ -10,6 +10,7 @@ import { benchCommand, benchSpec } from './commands/bench';
 import { catalogCommand, catalogSpec } from './commands/catalog';
 import { evalCommand, evalSpec } from './commands/eval';
 import { exportCommand, exportSpec } from './commands/export';
+import { inkCommand, inkSpec } from './commands/ink';
 import { runCommand, runSpec } from './commands/run';
 import { simCommand, simSpec } from './commands/sim';
 import { UsageError } from './usage';
@@ -21,6 +22,7 @@ interface Command {
 
 export const COMMANDS: Command[] = [
   { spec: runSpec, run: runCommand },
+  { spec: inkSpec, run: inkCommand },
   { spec: evalSpec, run: evalCommand },
   { spec: benchSpec, run: benchCommand },
   { spec: auditSpec, run: auditCommand },

@@ -30,7 +30,7 @@ function inflab(args: string[], cwd = root) {
 }
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cmd-'));
-const COMMANDS = ['run', 'eval', 'bench', 'audit', 'sim', 'catalog'];
+const COMMANDS = ['run', 'ink', 'eval', 'bench', 'audit', 'sim', 'catalog'];
 
 test('every command takes --help: exit 0, its own options on stdout', () => {
   for (const c of COMMANDS) {
