@@ -12,6 +12,8 @@ import type { CellOutput, CellResult, NotebookContext, ProgressUpdate, Services 
 import type { Finding } from '../core/findings';
 import { setupAt } from '../core/hover';
 import { itemToBytes } from '../core/notebook/format';
+import { inkMarkOf, inkMarks } from '../core/notebook/ink';
+import { inkAfterVsRun } from './ink';
 import { inflabLog } from './log';
 import { CELL_LANGUAGE, itemFromBytes, NOTEBOOK_TYPE } from './serializer';
 
@@ -70,6 +72,8 @@ export class InflabController implements vscode.Disposable {
         ? vscode.Uri.joinPath(notebook.uri, '..').fsPath
         : process.cwd();
     const nb = createNotebookContext(dir, this.services);
+    // Which cells are in ink, as data the compare rows and bench verdicts read.
+    nb.ink = inkMarks(notebook.getCells().map((c) => ({ metadata: c.metadata })));
     // Pending executions show a clock on every queued cell until its turn.
     const executions = new Map<number, vscode.NotebookCellExecution>();
     for (const i of [...toRun].sort((a, b) => a - b))
@@ -176,6 +180,9 @@ export class InflabController implements vscode.Disposable {
     placeholder = false;
     await outputsChain;
     const cancelled = abort.signal.aborted;
+    const end = Date.now();
+    // A prediction in ink (or asked for it) that ran: its original frozen, or a revision added (core/notebook/ink.ts).
+    const inked = result.ok && !cancelled ? inkAfterVsRun(cell, result.outputs, end) : undefined;
     // A cancel reads as a cancel: no error output and no failed mark; a bench keeps the points it finished.
     const outputs =
       cancelled && result.error?.code === 'cancelled'
@@ -186,12 +193,20 @@ export class InflabController implements vscode.Disposable {
               ),
             ]),
           ]
-        : result.outputs.map(toVsOutput);
+        : (inked?.outputs ?? result.outputs).map(toVsOutput);
     // Outputs replaced while the cell ran are cleared before the final ones go in, so that the
     // window lays the final outputs out afresh (replaced in place, plots were placed on top of each other).
     if (grew) await execution.clearOutput();
     await execution.replaceOutput(outputs);
     execution.end(cancelled ? undefined : result.ok, Date.now());
+    if (inked) {
+      const edit = new vscode.WorkspaceEdit();
+      edit.set(cell.notebook.uri, [vscode.NotebookEdit.updateCellMetadata(cell.index, inked.metadata)]);
+      if (await vscode.workspace.applyEdit(edit)) {
+        const mark = inkMarkOf({ metadata: inked.metadata });
+        if (mark) nb.ink.set(index, mark);
+      } else inflabLog().warn(`${cell.notebook.uri.fsPath}: ${title}: its ink could not be written to the cell`);
+    }
     if (!result.ok && !cancelled)
       inflabLog().warn(`${cell.notebook.uri.fsPath}: ${title} failed: ${result.error?.message ?? 'unknown error'}`);
     this.ranWith.set(cell.document.uri.toString(), this.setupKey(cell));

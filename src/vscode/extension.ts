@@ -16,6 +16,7 @@ import { InflabCompletionProvider } from './completion';
 import { InflabController } from './controller';
 import { InflabDiagnostics } from './diagnostics';
 import { InflabHoverProvider } from './hover';
+import { inkCellCommand } from './ink';
 import { inflabLog } from './log';
 import { StaleMarks } from './stale';
 import { CELL_LANGUAGE } from './serializer';
@@ -69,6 +70,7 @@ export function activate(context: vscode.ExtensionContext): InflabApi {
       exportNotebook('md', uri instanceof vscode.Uri ? uri : undefined, out),
     ),
     vscode.commands.registerCommand('inflab.showOutput', () => inflabLog().show(true)),
+    vscode.commands.registerCommand('inflab.inkCell', (cell?: unknown) => inkCellCommand(cell)),
     vscode.commands.registerCommand('inflab.setApiKey', () => setApiKeyCommand(keys)),
     vscode.commands.registerCommand('inflab.clearApiKey', () => clearApiKeyCommand(keys)),
     vscode.commands.registerCommand('inflab.startSim', async () => {
