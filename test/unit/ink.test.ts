@@ -23,12 +23,15 @@ before(() => {
   assert.equal(b.status, 0, b.stderr);
 });
 
-const run = (file: string) =>
-  spawnSync(process.execPath, [cli, 'run', file, '--in-place'], {
-    cwd: path.dirname(file),
+/** The built CLI in `dir` (the simulated endpoint sped up for the cells that bench). */
+const cliArgs = (dir: string, ...args: string[]) =>
+  spawnSync(process.execPath, [cli, ...args], {
+    cwd: dir,
     encoding: 'utf8',
-    env: { ...process.env, INFLAB_API_KEY: '' },
+    env: { ...process.env, INFLAB_API_KEY: '', INFLAB_SIM_SPEED: '50' },
   });
+
+const run = (file: string) => cliArgs(path.dirname(file), 'run', file, '--in-place');
 
 const code = (source: string, metadata?: Record<string, unknown>): NbCell => ({
   kind: 'code',
@@ -87,13 +90,6 @@ test('an ink record that is not one is left as it is, with a note saying what to
 });
 
 // ---- inking without editing JSON: `inflab ink`, and what compare rows and bench verdicts say ----
-
-const cliArgs = (dir: string, ...args: string[]) =>
-  spawnSync(process.execPath, [cli, ...args], {
-    cwd: dir,
-    encoding: 'utf8',
-    env: { ...process.env, INFLAB_API_KEY: '', INFLAB_SIM_SPEED: '50' },
-  });
 
 const SETUP_CELL = 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n';
 const PREDICTION = 'predict: decode-roofline\nname: roof\ncontext: 1k tokens\nbatch: [1, 64]\n';
