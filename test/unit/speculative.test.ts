@@ -10,7 +10,7 @@ import { findGpu, findModel } from '../../src/core/catalog';
 import { analyzeCells, createNotebookContext, runCell } from '../../src/core/engine/engine';
 import type { Setup } from '../../src/core/engine/types';
 import type { Finding } from '../../src/core/findings';
-import { acceptanceProblem, expectedTokensPerStep } from '../../src/core/physics/speculative';
+import { acceptanceProblem, draftPassSeconds, expectedTokensPerStep } from '../../src/core/physics/speculative';
 import { evidence, snapshotOf } from '../../src/core/bench/prometheus';
 import { SimEngine } from '../../src/core/sim/engine';
 import { runLoad } from '../../src/core/sim/load';
@@ -91,6 +91,49 @@ describe('predict: speculative', () => {
     // The facts: a per-user curve each way and the speculative TPOT floor.
     assert.ok(r.facts.some((f) => f.kind === 'floor' && f.metric === 'tpot-speculative'));
     assert.equal(r.facts.filter((f) => f.kind === 'curve').length, 2);
+  });
+
+  test("tensor_parallel 4 (Llama-3.1-70B on H100s, Llama-3.1-8B draft): the simulator's own TP step, the draft on the same TP group with its all-reduces, the term named", async () => {
+    const ctx = createNotebookContext(process.cwd(), {});
+    const setupCell = 'setup: tp4\ngpu: h100-sxm\nmodel: llama-3.1-70b\ntensor_parallel: 4\n';
+    assert.ok((await runCell(setupCell, 0, ctx)).ok);
+    const r = await runCell(
+      'predict: speculative\nk: 4\nacceptance: 0.7\ndraft: llama-3.1-8b\ncontext: 1k tokens\n',
+      1,
+      ctx,
+    );
+    assert.ok(r.ok, JSON.stringify(r.error ?? r.findings));
+    assert.deepEqual(
+      r.findings.filter((f) => f.severity !== 'info'),
+      [],
+    );
+    const rows = (r.values as { rows: (Row & { draft_ms: number })[] }).rows;
+    const setup: Setup = {
+      name: 'tp4',
+      gpu: findGpu('h100-sxm')!,
+      model: findModel('llama-3.1-70b')!,
+      weights: 'bf16',
+      kvCache: 'bf16',
+      parallel: { tp: 4, pp: 1, dp: 1 },
+    };
+    // The plain step is the simulator's batch-1 decode step on the same four GPUs (W / 4, all-reduces).
+    assert.equal(rows[0].plain_step_ms.toFixed(6), (new SimEngine({ setup }).decodeStepTime(1000, 1) * 1e3).toFixed(6));
+    // Each of the k draft passes carries the draft's own 2 × 32 all-reduces: at least their latency.
+    const link = setup.gpu.interconnect!;
+    assert.ok(rows[0].draft_ms > 4 * 2 * 32 * link.latency * 1e3, `draft ${rows[0].draft_ms} ms`);
+    // On one GPU the draft would read four times the bytes per GPU: the TP draft pass is cheaper than that.
+    const one = draftPassSeconds(
+      { ...setup, parallel: { tp: 1, pp: 1, dp: 1 } },
+      { model: findModel('llama-3.1-8b')! },
+      1000,
+      1,
+      0.6,
+    );
+    const four = draftPassSeconds(setup, { model: findModel('llama-3.1-8b')! }, 1000, 1, 0.6);
+    assert.ok(four < one / 2, `TP draft ${four} s vs one GPU ${one} s`);
+    const summary = JSON.stringify(r.outputs);
+    assert.match(summary, /all-reduces of a verify step at batch 1/);
+    assert.match(summary, /TP 4 × PP 1 × DP 1 = 4 GPUs/);
   });
 
   test('a better draft (higher acceptance) pays up to a larger batch', async () => {

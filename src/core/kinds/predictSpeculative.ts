@@ -12,7 +12,7 @@ import type { KindModule } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import { finding } from '../findings';
-import { decodeFloorSeconds, parallelOf } from '../physics';
+import { commSecondsPerStep, decodeFloorSeconds, parallelOf, parallelWords } from '../physics';
 import { acceptanceProblem, speculativePlan, type SpeculativeRow } from '../physics/speculative';
 import { acceptanceOf, acceptanceSchema, draftProblem, draftSchema } from './speculativeKeys';
 import { fmtBytes, fmtNum } from '../units';
@@ -79,12 +79,12 @@ export const speculativeKind: KindModule<Cell> = {
   needsSetup: true,
   migrate: speculativeFacts,
   analyze(_cell, ctx) {
-    if (ctx.setup && parallelOf(ctx.setup).tp * parallelOf(ctx.setup).pp > 1)
+    if (ctx.setup && parallelOf(ctx.setup).pp > 1)
       return [
         finding(
           'info',
-          'speculative-one-gpu',
-          'predict: speculative models one GPU: the all-reduces of tensor or pipeline parallelism are not in its step times',
+          'speculative-pipeline',
+          'predict: speculative runs the target over its pipeline stages one after another and the draft on one stage’s tensor-parallel group: the overlap of stages is not modelled',
           ['predict'],
         ),
       ];
@@ -110,6 +110,8 @@ export const speculativeKind: KindModule<Cell> = {
       mfu,
     });
     const floor = decodeFloorSeconds(setup);
+    const tp = parallelOf(setup).tp;
+    const comm = commSecondsPerStep(setup, cell.k + 1);
     const x = (v: number) => `${fmtNum(v, 2)}×`;
     const table = tableOutput<SpeculativeRow>(
       `Speculative decoding — ${setupLabel(setup)}, k = ${cell.k}, draft ${draftModel ? draftModel.name : `${fmtNum((cell.draft as { params: number }).params / 1e9, 2)} B params`}, context ${fmtNum(cell.context.value, 0)} tokens`,
@@ -147,7 +149,19 @@ export const speculativeKind: KindModule<Cell> = {
           'stops paying (speedup ≤ 1) from batch',
           plan.break_even_batch !== undefined ? String(plan.break_even_batch) : 'beyond 4,096',
         ],
-        ['draft weights per pass', fmtBytes(plan.draft_bytes)],
+        ['draft weights per pass', `${fmtBytes(plan.draft_bytes)}${tp > 1 ? ' per GPU' : ''}`],
+        ...(tp > 1
+          ? ([
+              [
+                'GPUs',
+                `${parallelWords(setup)}: the target's and the draft's weights, KV and FLOPs split ${tp} ways, and every layer's two all-reduces in each pass`,
+              ],
+              [
+                'all-reduces of a verify step at batch 1',
+                `${comm.allreduces} × ${fmtBytes(comm.allreduce_bytes)} (${cell.k + 1} tokens): ${fmtNum(comm.allreduce_s * 1e3, 3)} ms`,
+              ],
+            ] as [string, string][])
+          : []),
         [
           'step_overhead',
           `${fmtNum(stepOverheadS * 1e3, 2)} ms${cell.step_overhead ? '' : ' (default: the simulator’s)'}`,

@@ -388,3 +388,46 @@ function point(setup: Setup, label: string, intensity: number): OperatingPoint {
   const bw = setup.gpu.bandwidth * intensity;
   return { label, intensity, attainable_flops: Math.min(peak, bw), bound: bw < peak ? 'bandwidth' : 'compute' };
 }
+
+/**
+ * What one forward pass costs one GPU of a replica, as the simulator's step formula reads it:
+ * step = max((weights + kv · Σctx) / bandwidth, (flops · tokens + attn · pairs) / (peak · mfu))
+ *        + commFixed + commPerToken · tokens.
+ * On tp × pp GPUs the reads and FLOPs are one GPU's share over every stage a batch passes (the
+ * stages run one after another), and communication is every layer's two all-reduces plus the
+ * stage sends (commSecondsPerStep).
+ */
+export interface StepShape {
+  /** Weight bytes one step reads on one GPU, over the stages (W / tp). */
+  weightsBytes: number;
+  /** KV bytes a token of context costs one GPU, over the stages (its TP rank's heads, every layer). */
+  kvBytesPerToken: number;
+  bandwidth: number;
+  /** Dense peak FLOP/s of the matmuls' dtype (computePeak), before any MFU. */
+  peak: number;
+  /** 2 · active params / tp, per token. */
+  flopsPerToken: number;
+  /** 4 · layers · heads · head_dim / tp, per (query, key) pair. */
+  attnFlopsPerPair: number;
+  /** The α of every all-reduce and stage send, s. */
+  commFixedS: number;
+  /** The bytes of every all-reduce and send over β, per token of the pass, s. */
+  commPerTokenS: number;
+}
+
+export function stepShape(setup: Setup): StepShape {
+  const m = setup.model;
+  const par = parallelOf(setup);
+  const stages = (layersPerStage(m, par.pp) * par.pp) / m.layers;
+  const comm0 = commSecondsPerStep(setup, 0).total_s;
+  return {
+    weightsBytes: (weightsReadPerStep(m, setup.weights, 'expected', 1, setup.unquantized) * stages) / par.tp,
+    kvBytesPerToken: kvBytesPerTokenPerGpu(setup) * par.pp,
+    bandwidth: setup.gpu.bandwidth,
+    peak: computePeak(setup.gpu, setup.weights),
+    flopsPerToken: (2 * m.params.active * stages) / par.tp,
+    attnFlopsPerPair: (4 * m.layers * m.heads * m.headDim * stages) / par.tp,
+    commFixedS: comm0,
+    commPerTokenS: commSecondsPerStep(setup, 1).total_s - comm0,
+  };
+}

@@ -23,7 +23,7 @@
  */
 import type { Setup } from '../engine/types';
 import type { ModelSpec } from '../catalog/types';
-import { computePeak, kvBytesPerToken, weightsBytes, weightsReadPerStep } from './index';
+import { computePeak, parallelOf, stepShape, type StepShape } from './index';
 
 /** Acceptance: one rate α for every draft token, or vLLM's per-position rates p_1 ≥ p_2 ≥ … ≥ p_k. */
 export type Acceptance = number | readonly number[];
@@ -63,18 +63,47 @@ export function expectedTokensPerStep(k: number, a: Acceptance): number {
 export type Draft = { model: ModelSpec } | { params: number };
 
 /**
- * One draft pass over B sequences whose contexts sum to ctxSum tokens, s: the draft's weights (at
- * the setup's weight dtype; 2 bytes a parameter for a draft known by size) and KV read once, or its
- * FLOPs at peak·mfu, whichever is longer (the target step's formula, for the draft).
+ * The draft's step shape: a catalog model on the target's GPUs and tensor-parallel group (vLLM runs
+ * the draft at the target's tensor_parallel_size unless told otherwise), at the setup's weight
+ * dtype; a draft known only by its size is 2 bytes a parameter with no KV, attention or
+ * communication term (its architecture is unknown).
  */
+export function draftShape(setup: Setup, draft: Draft): StepShape {
+  if ('model' in draft)
+    return stepShape({
+      ...setup,
+      model: draft.model,
+      unquantized: undefined,
+      parallel: { ...parallelOf(setup), pp: 1 },
+    });
+  const tp = parallelOf(setup).tp;
+  const P = (draft as { params: number }).params;
+  return {
+    weightsBytes: (2 * P) / tp,
+    kvBytesPerToken: 0,
+    bandwidth: setup.gpu.bandwidth,
+    peak: computePeak(setup.gpu, setup.weights),
+    flopsPerToken: (2 * P) / tp,
+    attnFlopsPerPair: 0,
+    commFixedS: 0,
+    commPerTokenS: 0,
+  };
+}
+
+/**
+ * One pass of a step shape over B sequences of q new tokens each whose contexts sum to ctxSum
+ * tokens, s: the weights and KV read once, or the FLOPs at peak·mfu, whichever is longer, plus
+ * the pass's all-reduces (the simulator's step formula).
+ */
+export function passSeconds(sh: StepShape, ctxSum: number, B: number, q: number, mfu: number): number {
+  const mem = (sh.weightsBytes + sh.kvBytesPerToken * ctxSum) / sh.bandwidth;
+  const comp = (sh.flopsPerToken * B * q + sh.attnFlopsPerPair * ctxSum * q) / (sh.peak * mfu);
+  return Math.max(mem, comp) + sh.commFixedS + sh.commPerTokenS * B * q;
+}
+
+/** One draft pass over B sequences whose contexts sum to ctxSum tokens, s. */
 export function draftPassSeconds(setup: Setup, draft: Draft, ctxSum: number, B: number, mfu: number): number {
-  const peak = computePeak(setup.gpu, setup.weights) * mfu;
-  const d = 'model' in draft ? draft.model : undefined;
-  const W = d ? weightsBytes(d, setup.weights) : 2 * (draft as { params: number }).params;
-  const P = d ? d.params.active : (draft as { params: number }).params;
-  const kv = d ? kvBytesPerToken(d, setup.kvCache) : 0;
-  const attn = d ? 4 * d.layers * d.heads * d.headDim : 0;
-  return Math.max((W + kv * ctxSum) / setup.gpu.bandwidth, (2 * P * B + attn * ctxSum) / peak);
+  return passSeconds(draftShape(setup, draft), ctxSum, B, 1, mfu);
 }
 
 export interface SpeculativeOptions {
@@ -125,25 +154,25 @@ export interface SpeculativePlan {
 
 /** The per-user rate, the step costs and the speedup at each batch, and where speculation stops paying. */
 export function speculativePlan(setup: Setup, o: SpeculativeOptions): SpeculativePlan {
-  const m = setup.model;
-  const peak = computePeak(setup.gpu, setup.weights) * o.mfu;
-  const bw = setup.gpu.bandwidth;
-  const W = weightsReadPerStep(m, setup.weights, 'expected', 1, setup.unquantized);
-  const kv = kvBytesPerToken(m, setup.kvCache);
-  const attn = 4 * m.layers * m.heads * m.headDim;
+  // Per GPU of the replica: the target's share of weights, KV and FLOPs, and its all-reduces, which
+  // carry (k + 1) tokens a sequence in the verify step.
+  const sh = stepShape(setup);
+  const ds = draftShape(setup, o.draft);
   const c = o.context;
-  const Wd =
-    'model' in o.draft ? weightsBytes(o.draft.model, setup.weights) : 2 * (o.draft as { params: number }).params;
+  const Wd = ds.weightsBytes;
   const target = (q: number, B: number) => {
-    const mem = (W + kv * c * B) / bw;
-    const comp = (2 * m.params.active * B * q + attn * c * B * q) / peak;
-    return { t: Math.max(mem, comp), bound: comp > mem ? ('compute' as const) : ('bandwidth' as const) };
+    const mem = (sh.weightsBytes + sh.kvBytesPerToken * c * B) / sh.bandwidth;
+    const comp = (sh.flopsPerToken * B * q + sh.attnFlopsPerPair * c * B * q) / (sh.peak * o.mfu);
+    return {
+      t: passSeconds(sh, c * B, B, q, o.mfu),
+      bound: comp > mem ? ('compute' as const) : ('bandwidth' as const),
+    };
   };
   const E = expectedTokensPerStep(o.k, o.acceptance);
   const row = (B: number): SpeculativeRow => {
     const plain = target(1, B).t + o.stepOverheadS;
     const v = target(o.k + 1, B);
-    const draft = o.k * (draftPassSeconds(setup, o.draft, c * B, B, o.mfu) + o.draftOverheadS);
+    const draft = o.k * (passSeconds(ds, c * B, B, 1, o.mfu) + o.draftOverheadS);
     const spec = v.t + o.stepOverheadS + draft;
     return {
       batch: B,

@@ -20,14 +20,7 @@
  * wall clock (tokens leave at the simulated step end, divided by a speed factor).
  */
 import type { Setup } from '../engine/types';
-import {
-  commSecondsPerStep,
-  computePeak,
-  kvBytesPerTokenPerGpu,
-  layersPerStage,
-  parallelOf,
-  weightsReadPerStep,
-} from '../physics';
+import { parallelOf, stepShape, type StepShape } from '../physics';
 import { BLOCK_SIZE, kvPool, type KvPool } from '../physics/kvPool';
 import { draftPassSeconds, perPosition, type Acceptance, type Draft } from '../physics/speculative';
 import { findModel } from '../catalog';
@@ -107,7 +100,8 @@ export interface SpeculativeConfig {
   draftOverheadS?: number;
 }
 
-export interface EngineConfig {
+/** The step's cost terms (weights, KV, FLOPs, communication per GPU) are the setup's StepShape. */
+export interface EngineConfig extends StepShape {
   setup: Setup;
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
@@ -121,23 +115,6 @@ export interface EngineConfig {
   seed: number;
   blockSize: number;
   pool: KvPool;
-  /**
-   * Bytes of weights one step reads on one GPU, over every pipeline stage the batch passes (W / tp
-   * on tp × pp GPUs: each stage reads its 1/(tp·pp), and the stages run one after another).
-   */
-  weightsBytes: number;
-  /** KV bytes a token costs one GPU, over the stages (its TP rank's heads, every layer). */
-  kvBytesPerToken: number;
-  bandwidth: number;
-  peak: number;
-  /** 2 · active params / tp */
-  flopsPerToken: number;
-  /** 4 · layers · heads · head_dim / tp */
-  attnFlopsPerPair: number;
-  /** Communication per step: fixed (the α of every all-reduce and stage send), s. */
-  commFixedS: number;
-  /** Communication per scheduled token (the bytes of every all-reduce and send over β), s. */
-  commPerTokenS: number;
   tensorParallel: number;
   pipelineParallel: number;
   vocab: number;
@@ -175,13 +152,11 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const maxModelLen = Math.floor(opts.maxModelLen ?? knob(srv.max_model_len) ?? setup.model.maxPosition);
   const pool = kvPool(setup, { gpuMemoryUtilization: util, maxModelLen });
   const m = setup.model;
-  // Several GPUs: one GPU's share of the reads and FLOPs; the pipeline's stages run one after
-  // another for a batch (the sim keeps one batch in flight: the whole bubble, where vLLM may
-  // overlap up to pp batches), and the all-reduces and stage sends add to every step.
+  // Several GPUs: one GPU's share of the reads and FLOPs (stepShape); the pipeline's stages run
+  // one after another for a batch (the sim keeps one batch in flight: the whole bubble, where vLLM
+  // may overlap up to pp batches), and the all-reduces and stage sends add to every step.
   const par = parallelOf(setup);
   const tp = par.tp;
-  const stages = (layersPerStage(m, par.pp) * par.pp) / m.layers;
-  const comm0 = commSecondsPerStep(setup, 0).total_s;
   const served = vllmServerDefaults(setup.gpu);
   const cfg: EngineConfig = {
     setup,
@@ -201,14 +176,7 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
     seed: opts.seed ?? ENGINE_DEFAULTS.seed,
     blockSize: BS,
     pool,
-    weightsBytes: (weightsReadPerStep(m, setup.weights, 'expected', 1, setup.unquantized) * stages) / tp,
-    kvBytesPerToken: kvBytesPerTokenPerGpu(setup) * par.pp,
-    bandwidth: setup.gpu.bandwidth,
-    peak: computePeak(setup.gpu, setup.weights),
-    flopsPerToken: (2 * m.params.active * stages) / tp,
-    attnFlopsPerPair: (4 * m.layers * m.heads * m.headDim * stages) / tp,
-    commFixedS: comm0,
-    commPerTokenS: commSecondsPerStep(setup, 1).total_s - comm0,
+    ...stepShape(setup),
     tensorParallel: tp,
     pipelineParallel: par.pp,
     vocab: m.vocab,
