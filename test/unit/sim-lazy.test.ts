@@ -196,3 +196,13 @@ test('Mulberry32.skip(n) lands where n calls of next() do', () => {
     assert.equal(b.next(), a.next(), `n = ${n}`);
   }
 });
+
+test('generated prompts named by their place in the stream hit the cache where their ids would (the prefix trap)', () => {
+  const [opts, points] = SCENARIOS['sampled EOS, open loop, prefix trap (same seed twice)']();
+  const got = run(opts, points, false);
+  const [first, second] = got.points as { prefixHits: number; prefixQueries: number }[];
+  // The second point resends the first point's prompts: most of its prompt blocks are hits.
+  assert.ok(second.prefixHits > 0.5 * second.prefixQueries, JSON.stringify(second));
+  assert.ok(first.prefixHits < 0.05 * first.prefixQueries, JSON.stringify(first));
+  assert.deepEqual(got.points, run(opts, points, true).points);
+});

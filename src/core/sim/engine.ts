@@ -210,6 +210,12 @@ export interface AddRequest {
   ignoreEos?: boolean;
   /** Virtual arrival time, s (default: the engine's now). */
   arrival?: number;
+  /**
+   * The prefix-cache hashes of the prompt's full blocks, when the caller names them itself
+   * (generatedPromptHashes): the prompt's ids are then never read, so `prompt` may be just its
+   * length. Only on an engine without token ids.
+   */
+  blockHashes?: readonly number[];
 }
 
 export class SimRequest {
@@ -513,6 +519,7 @@ class HashIndex {
 
 /** Hash of a full block: (parent hash, 16 token ids) → a 53-bit integer (two 32-bit FNV-style lanes). */
 function blockHash(parent: number, req: SimRequest, start: number, size: number): number {
+  if (size === BS && start + size <= req.numPrompt) return promptBlockHash(parent, req.prompt, start);
   let h1 = (2166136261 ^ (parent >>> 0)) >>> 0;
   let h2 = (0x9e3779b9 ^ Math.floor(parent / 4294967296)) >>> 0;
   for (let i = 0; i < size; i++) {
@@ -522,6 +529,45 @@ function blockHash(parent: number, req: SimRequest, start: number, size: number)
   }
   h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35);
   return (h1 >>> 0) * 2097152 + ((h2 >>> 0) >>> 11);
+}
+
+/** blockHash of a full block inside the prompt, read straight from the prompt's array. */
+function promptBlockHash(parent: number, prompt: ArrayLike<number>, start: number): number {
+  let h1 = (2166136261 ^ (parent >>> 0)) >>> 0;
+  let h2 = (0x9e3779b9 ^ Math.floor(parent / 4294967296)) >>> 0;
+  for (let i = start; i < start + BS; i++) {
+    const t = prompt[i] | 0;
+    h1 = Math.imul(h1 ^ t, 16777619);
+    h2 = Math.imul(h2 ^ t, 0x85ebca6b) ^ (h2 >>> 13);
+  }
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35);
+  return (h1 >>> 0) * 2097152 + ((h2 >>> 0) >>> 11);
+}
+
+/**
+ * The prefix-cache hashes of a prompt of `len` random ids that a generator (promptGenerator's, by
+ * seed and vocabulary) drew from position `offset` of its stream, named by (seed, vocab, offset,
+ * block) instead of hashed from the ids. Equal where the ids' hashes are equal: two such prompts
+ * share block k exactly when they start at the same place of the same stream (the prefix-cache trap
+ * of a seed reused across points); different places, streams or generators share no 16 ids in a
+ * row (2⁻²⁷⁰ a block), and the generator's ids never equal a plan's (which draws from another range).
+ */
+export function generatedPromptHashes(seed: number, vocab: number, offset: number, len: number): number[] {
+  const out: number[] = [];
+  let parent = 0;
+  for (let k = 0; k < Math.floor(len / BS); k++) {
+    let h1 = (0x811c9dc5 ^ 0x67656e ^ (parent >>> 0)) >>> 0;
+    let h2 = (0x9e3779b9 ^ Math.floor(parent / 4294967296)) >>> 0;
+    const words = k ? [k] : [seed >>> 0, vocab | 0, offset >>> 0, Math.floor(offset / 4294967296)];
+    for (const t of words) {
+      h1 = Math.imul(h1 ^ t, 16777619);
+      h2 = Math.imul(h2 ^ t, 0x85ebca6b) ^ (h2 >>> 13);
+    }
+    h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35);
+    parent = (h1 >>> 0) * 2097152 + ((h2 >>> 0) >>> 11);
+    out.push(parent);
+  }
+  return out;
 }
 
 /**
@@ -731,11 +777,18 @@ export class SimEngine {
     const eos = r.ignoreEos ? Infinity : Math.max(minTokens, this.sampleEos());
     const req = new SimRequest(id, r.prompt, maxTokens, minTokens, !!r.ignoreEos, r.arrival ?? this.now, eos);
     req.uid = this.nextUid++;
-    if (this.cfg.prefixCaching) {
+    if (r.blockHashes) {
+      if (this.ids) throw new Error('block hashes without the prompt need an engine without token ids');
+      if (this.cfg.prefixCaching) {
+        if (r.blockHashes.length !== Math.floor(req.numPrompt / BS))
+          throw new RangeError(`${r.blockHashes.length} block hashes for a prompt of ${req.numPrompt} tokens`);
+        for (const h of r.blockHashes) req.blockHashes.push(h);
+      }
+    } else if (this.cfg.prefixCaching) {
       const full = Math.floor(req.numPrompt / BS);
       let parent = 0;
       for (let b = 0; b < full; b++) {
-        parent = blockHash(parent, req, b * BS, BS);
+        parent = promptBlockHash(parent, req.prompt, b * BS);
         req.blockHashes.push(parent);
       }
     }

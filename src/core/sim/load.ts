@@ -8,7 +8,14 @@
 import { MetricsAccumulator, type RequestRecord } from '../bench/metrics';
 import type { SloSpec } from '../facts/stat';
 import type { RequestPlanner, SessionCursor } from '../workload/plan';
-import type { DecodeRun, Engine, EngineCounters, SimRequest, StepResult } from './engine';
+import {
+  generatedPromptHashes,
+  type DecodeRun,
+  type Engine,
+  type EngineCounters,
+  type SimRequest,
+  type StepResult,
+} from './engine';
 import { expVariate, Mulberry32, mulberry32 } from './rng';
 
 export interface LoadOptions {
@@ -74,7 +81,7 @@ export function promptGenerator(seed: number, vocab: number): (len: number) => U
   const span = vocab - 1;
   return (len) => {
     const a = new Uint32Array(len);
-    for (let i = 0; i < len; i++) a[i] = 1 + Math.floor(rng.next() * span);
+    rng.fill(a, 0, len, 1, span);
     return a;
   };
 }
@@ -118,6 +125,8 @@ export class LoadRun {
   /** Lazy decoding with records: each replica's step ends (ms), from its first step in this load. */
   private readonly stepLog: number[][] = [];
   private readonly stepLogBase: number[] = [];
+  /** Lazy decoding: ids the prompt generator would have drawn so far (where the next prompt starts in its stream). */
+  private genOffset = 0;
 
   constructor(
     readonly engine: Engine,
@@ -188,11 +197,23 @@ export class LoadRun {
     const o = this.o;
     const id = this.sent++;
     const planned = cursor ? cursor.next() : o.plan?.next();
-    const prompt = planned ? planned.prompt : this.gen(o.input);
+    let prompt: ArrayLike<number>;
+    let blockHashes: number[] | undefined;
+    if (planned) prompt = planned.prompt;
+    else if (this.lazy) {
+      // Lazy decoding reads no id: the generated prompt is named by where it lies in the generator's stream.
+      const len = Math.trunc(o.input);
+      prompt = { length: len };
+      blockHashes = this.engine.cfg.prefixCaching
+        ? generatedPromptHashes(o.seed, this.engine.cfg.vocab, this.genOffset, len)
+        : [];
+      this.genOffset += len;
+    } else prompt = this.gen(o.input);
     const output = planned ? planned.output : o.output;
     const req = this.engine.add({
       id: `load-${this.t0}-${id}`,
       prompt,
+      blockHashes,
       maxTokens: output,
       minTokens: o.ignoreEos === false ? 0 : output,
       ignoreEos: o.ignoreEos !== false,

@@ -41,6 +41,21 @@ export class Mulberry32 {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   }
+  /**
+   * out[i] = low + floor(next() · span) for i in [from, to): random token ids, the same values as
+   * that loop, with the state in a local (prompts are most of a virtual-time load's draws).
+   */
+  fill(out: Uint32Array, from: number, to: number, low: number, span: number): void {
+    let a = this.a;
+    for (let i = from; i < to; i++) {
+      a = (a + 0x6d2b79f5) >>> 0;
+      let t = a;
+      t = Math.imul(t ^ (t >>> 15), t | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      out[i] = low + Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * span);
+    }
+    this.a = a;
+  }
   /** Move on as `n` calls of next() would, without computing them (the state is a counter). */
   skip(n: number): void {
     this.a = (this.a + Math.imul(n, 0x6d2b79f5)) >>> 0;

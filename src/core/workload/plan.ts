@@ -79,7 +79,7 @@ function idRange(vocab: number): { low: number; span: number } {
 
 function fill(out: Uint32Array, from: number, to: number, rng: Mulberry32, vocab: number) {
   const { low, span } = idRange(vocab);
-  for (let i = from; i < to; i++) out[i] = low + Math.floor(rng.next() * span);
+  rng.fill(out, from, to, low, span);
 }
 
 /** A standard normal variate (Box–Muller). */
