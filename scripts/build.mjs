@@ -3,9 +3,11 @@
 // activation), the notebook renderer (ESM for the browser) and the CLI (Node). `--watch` rebuilds on change.
 //
 // The heavy libraries of the Node bundles live in files of their own beside them, loaded only when
-// first used: dist/undici.js (the bench client, the audit's /metrics fetch) and dist/vega.js (vega
-// and vega-lite, for plots' SVG). The extension host compiles every byte of extension.js when the
-// extension activates, so what no cell needs at once stays out of it.
+// first used: dist/undici.js (the bench client, the audit's /metrics fetch), dist/vega.js (vega
+// and vega-lite, for plots' SVG) and dist/libs.js (markdown-it for an export, ml-matrix and
+// ml-levenberg-marquardt for a calibration, tinyglobby for an audit's log glob). The extension host
+// compiles every byte of extension-host.js when it loads (what diagnostics as you type wait for), so
+// what no diagnostic needs stays out of it.
 import * as esbuild from 'esbuild';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -42,13 +44,23 @@ const VENDOR = {
   undici: { file: './undici.js', get: '' },
   vega: { file: './vega.js', get: '.vega' },
   'vega-lite': { file: './vega.js', get: '.vegaLite' },
+  'markdown-it': { file: './libs.js', get: '.markdownIt' },
+  'ml-matrix': { file: './libs.js', get: '.mlMatrix' },
+  'ml-levenberg-marquardt': { file: './libs.js', get: '.levenbergMarquardt' },
+  tinyglobby: { file: './libs.js', get: '.tinyglobby' },
 };
 const vendorEntries = {
   undici: 'module.exports = require("undici");',
   vega: 'exports.vega = require("vega"); exports.vegaLite = require("vega-lite");',
+  libs: [
+    'exports.markdownIt = require("markdown-it");',
+    'exports.mlMatrix = require("ml-matrix");',
+    'exports.levenbergMarquardt = require("ml-levenberg-marquardt");',
+    'exports.tinyglobby = require("tinyglobby");',
+  ].join(' '),
 };
 
-// Every `import … from 'undici'` (or 'vega', 'vega-lite') in a Node bundle becomes a require of the
+// Every `import … from 'undici'` (or any other name in VENDOR) in a Node bundle becomes a require of the
 // file beside it. A module that imports it lazily (`await import(…)`, or a module reached only that
 // way) requires the file only when it first runs.
 const lazyVendor = {
@@ -109,6 +121,7 @@ const builds = [
   { ...node, entryPoints: { 'sim-worker': 'src/core/sim/clockWorker.ts' } },
   vendor('undici'),
   vendor('vega'),
+  vendor('libs'),
   {
     entryPoints: { renderer: 'src/renderer/index.ts' },
     bundle: true,

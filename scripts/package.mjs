@@ -61,6 +61,7 @@ const REQUIRED = [
   // loaded on first use by the bundles above (scripts/build.mjs)
   'extension/dist/undici.js',
   'extension/dist/vega.js',
+  'extension/dist/libs.js',
   'extension/syntaxes/inflab.tmLanguage.json',
   'extension/language-configuration.json',
   'extension/README.md',

@@ -464,7 +464,7 @@ function writeActivation(results, host) {
       node: process.version,
     },
     bundle_kib: Object.fromEntries(
-      ['extension.js', 'undici.js', 'vega.js']
+      ['extension.js', 'extension-host.js', 'undici.js', 'vega.js', 'libs.js']
         .filter((f) => fs.existsSync(path.join(root, 'dist', f)))
         .map((f) => [f, Math.round(fs.statSync(path.join(root, 'dist', f)).size / 1024)]),
     ),

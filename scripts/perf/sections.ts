@@ -232,7 +232,7 @@ const kib = (f: string) => (fs.existsSync(f) ? r1(fs.statSync(f).size / 1024) : 
 
 export function bundleSizes(root: string) {
   const d = (n: string) => path.join(root, 'dist', n);
-  // undici.js and vega.js: the heavy libraries, beside the bundles, required on first use.
+  // undici.js, vega.js and libs.js: the libraries beside the bundles, required on first use.
   const files = [
     'extension.js',
     'extension-host.js',
@@ -241,6 +241,7 @@ export function bundleSizes(root: string) {
     'bench-worker.js',
     'undici.js',
     'vega.js',
+    'libs.js',
   ];
   return Object.fromEntries(files.filter((f) => fs.existsSync(d(f))).map((f) => [`${f}_kib`, kib(d(f))]));
 }
@@ -355,7 +356,7 @@ export function notebookOpenSave(mb: number) {
 }
 
 /** What must not load before a cell runs: undici's Node modules and the lazily required files. */
-const HEAVY = ['http2', 'zlib', 'dns', 'tls', 'worker_threads', 'dist/undici.js', 'dist/vega.js'];
+const HEAVY = ['http2', 'zlib', 'dns', 'tls', 'worker_threads', 'dist/undici.js', 'dist/vega.js', 'dist/libs.js'];
 
 /**
  * Activation, timed in plain Node with `vscode` answered by a do-nothing stub (a Proxy): what this

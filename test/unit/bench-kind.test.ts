@@ -187,4 +187,13 @@ test('schema messages say what to write', () => {
   );
   assert.ok(c.some((f) => f.code === 'sampler-native-path' && f.path[0] === 'top_k'));
   assert.ok(!c.some((f) => f.severity === 'error'));
+  // The rate's bounds, written when a value fails (not when the schema is built).
+  const [, d] = analyzeCells(
+    [setupCell('http://127.0.0.1:9'), 'bench: sweep\ninput: 100\noutput: 100\nrate: [200000]'],
+    '.',
+  );
+  assert.match(
+    d.map((f) => f.message).join('\n'),
+    /must be between 0\.001 req\/s \(one request every 1000 s\) and 100,000 req\/s/,
+  );
 });

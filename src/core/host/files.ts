@@ -8,7 +8,6 @@
  */
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { glob } from 'tinyglobby';
 import { FileReadError } from '../engine/files';
 import type { FileInfo, ReadFileOptions, ReadHandle, ReadPurpose, Services } from '../engine/types';
 
@@ -194,6 +193,8 @@ export function nodeFiles(policy: FilePolicy = {}): FileHooks {
       const stop = new AbortController();
       try {
         return await bounded(timeout(o), pattern, o.signal, async () => {
+          // tinyglobby loads on the first glob (dist/libs.js beside the bundles), not with the host.
+          const { glob } = await import('tinyglobby');
           const found = await glob(rest, {
             cwd: base,
             absolute: true,
