@@ -1,9 +1,11 @@
 /** Cost: a setup's rental price turns every predicted throughput into $ per million tokens. */
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
+import * as path from 'node:path';
 import { test } from 'node:test';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
 import type { CellResult } from '../../src/core/engine/types';
+import { nodeFiles } from '../../src/core/host/files';
 import { dollarsPerMtok, fmtDollarsPerMtok, parsePrice } from '../../src/core/cost';
 import { factName } from '../../src/core/facts';
 import { SimEndpoints } from '../../src/core/sim/endpoints';
@@ -328,4 +330,25 @@ test('predict: serving with an SLO: goodput and $ per M tokens served within it,
   assert.ok(r.facts.some((f) => f.kind === 'cost' && f.metric === 'goodput' && f.point?.concurrency === 64));
   assert.match(outputText(r), /goodput req\/s\s+\$ per M tok within SLO/);
   assert.match(outputText(r), /Goodput: requests meeting every SLO \(ttft p99 ≤ 300 ms\) \/ duration/);
+});
+
+test('imported results and typed-in records read as $/Mtok under a priced setup', async () => {
+  const dir = path.join(import.meta.dirname, '../fixtures/imports');
+  const nb = createNotebookContext(dir, { ...nodeFiles() });
+  await runCell('setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nprice: 1.20 $/h\n', 0, nb);
+  const imp = await runCell('import: vllm-save-result.json', 1, nb);
+  assert.ok(imp.ok, imp.error?.message);
+  const p = (imp.values.points as { output_throughput_tok_s: number }[])[0];
+  const cost = imp.facts.find((f) => f.kind === 'cost' && f.metric === 'output');
+  assert.ok(cost && cost.kind === 'cost');
+  assert.equal(cost.usd_per_mtok, dollarsPerMtok(1.2, p.output_throughput_tok_s));
+  assert.match(outputText(imp), /output tok\/s\s+total tok\/s\s+req\/s\s+\$\/M out tok\s+\$\/M tok \(in\+out\)/);
+  assert.ok(outputText(imp).includes(fmtDollarsPerMtok(dollarsPerMtok(1.2, p.output_throughput_tok_s))));
+
+  const rec = await runCell('record: lab run\nconcurrency: 128\noutput_throughput: 3,088 tok/s\n', 2, nb);
+  assert.ok(rec.ok, rec.error?.message);
+  const rc = rec.facts.find((f) => f.kind === 'cost');
+  assert.ok(rc && rc.kind === 'cost');
+  assert.deepEqual([rc.metric, rc.usd_per_mtok, rc.point?.concurrency], ['output', dollarsPerMtok(1.2, 3088), 128]);
+  assert.match(outputText(rec), /3,088 tok\/s \(\$0\.108\/Mtok at \$1\.20\/h per GPU\)/);
 });

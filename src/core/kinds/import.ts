@@ -6,6 +6,7 @@
  *   import: results/guidellm-benchmarks.json
  *   tool: guidellm          # optional: sniffed from the file's keys
  */
+import { COST_FORMULA, costFacts, fmtDollarsPerMtok, priceWords, setupPricePerHour, tokenCosts } from '../cost';
 import { z } from 'zod';
 import { tableOutput } from '../engine/outputs';
 import type { KindModule, NotebookContext } from '../engine/types';
@@ -74,7 +75,7 @@ function pointValues(p: ImportedPoint): Record<string, unknown> {
 }
 
 /** The facts a point states: each latency statistic (vLLM definitions), throughputs, lengths. */
-function pointFacts(p: ImportedPoint, source: string): Fact[] {
+function pointFacts(p: ImportedPoint, source: string, perHour?: number): Fact[] {
   const point: Point = {};
   if (p.concurrency !== undefined) point.concurrency = p.concurrency;
   if (p.rate !== undefined) point.req_s = p.rate;
@@ -92,7 +93,13 @@ function pointFacts(p: ImportedPoint, source: string): Fact[] {
   if (nonNeg(p.requestS)) out.push({ kind: 'request-rate', metric: 'completed', req_s: p.requestS, ...common });
   if (nonNeg(p.meanInputTokens)) out.push({ kind: 'tokens', metric: 'prompt', tokens: p.meanInputTokens, ...common });
   if (nonNeg(p.meanOutputTokens)) out.push({ kind: 'tokens', metric: 'output', tokens: p.meanOutputTokens, ...common });
+  if (perHour !== undefined) out.push(...costFacts(importCosts(p, perHour), common));
   return out;
+}
+
+/** A priced setup: the imported throughputs as $ per million output and total tokens. */
+function importCosts(p: ImportedPoint, perHour: number) {
+  return tokenCosts(perHour, { output_tok_s: p.outputTokS ?? NaN, total_tok_s: p.totalTokS ?? NaN });
 }
 
 const ms = (x: number | undefined) => (x === undefined ? '' : x >= 100 ? x.toFixed(0) : x.toPrecision(3));
@@ -142,12 +149,19 @@ export const importKind: KindModule<Cell> = {
       rows,
       [...new Set(runs.flatMap((r) => r.translations))].join(' '),
     );
+    const perHour = ctx.setup ? setupPricePerHour(ctx.setup) : undefined;
     const thrRows = points.map((p) => ({
       point: p.label,
       requests: p.completed === undefined ? '' : `${p.completed}${p.failed ? ` (+${p.failed} failed)` : ''}`,
       output: p.outputTokS === undefined ? '' : p.outputTokS.toFixed(1),
       total: p.totalTokS === undefined ? '' : p.totalTokS.toFixed(1),
       req: p.requestS === undefined ? '' : p.requestS.toFixed(3),
+      ...(perHour !== undefined
+        ? {
+            usd_out: fmtDollarsPerMtok(importCosts(p, perHour).usd_per_mtok_output),
+            usd_total: fmtDollarsPerMtok(importCosts(p, perHour).usd_per_mtok_total),
+          }
+        : {}),
     }));
     const thrTable = tableOutput(
       'throughput',
@@ -157,15 +171,22 @@ export const importKind: KindModule<Cell> = {
         { key: 'output', label: 'output tok/s', align: 'right' },
         { key: 'total', label: 'total tok/s', align: 'right' },
         { key: 'req', label: 'req/s', align: 'right' },
+        ...(perHour !== undefined
+          ? [
+              { key: 'usd_out' as const, label: '$/M out tok', align: 'right' as const },
+              { key: 'usd_total' as const, label: '$/M tok (in+out)', align: 'right' as const },
+            ]
+          : []),
       ],
       thrRows,
+      perHour !== undefined ? `Cost at ${priceWords(ctx.setup!)} (the setup above): ${COST_FORMULA}.` : undefined,
     );
     const findings: Finding[] = runs.flatMap((r) =>
       r.warnings.map((w) => finding('info', 'import-partial', w, ['import'])),
     );
     return {
       values: { tool: runs.map((r) => r.tool).join(', '), points: points.map(pointValues) },
-      facts: runs.flatMap((r) => r.points.flatMap((p) => pointFacts(p, `import: ${r.tool}`))),
+      facts: runs.flatMap((r) => r.points.flatMap((p) => pointFacts(p, `import: ${r.tool}`, perHour))),
       outputs: [latencyTable, thrTable],
       findings,
     };

@@ -12,6 +12,7 @@
  * output_tokens, kv_pool_tokens, available_kv_bytes and available_kv_gib, prefix_cache_hit_rate
  * (fraction), batch, concurrency, requests, and the text keys as written.
  */
+import { costFacts, dollarsPerMtok, fmtDollarsPerMtok, priceWords, setupPricePerHour } from '../cost';
 import { z } from 'zod';
 import { bounds, short, time } from '../checks/common';
 import { tableOutput } from '../engine/outputs';
@@ -151,6 +152,9 @@ const TOKEN_RATES = { output_throughput: 'output', total_throughput: 'total', pe
  * What a record states: one fact per typed number, each at its own key (the path a finding stands
  * on), at the record's point (batch, concurrency, rate, loop) and with its `source:`.
  */
+/** The keys of a record that are token rates of the whole server (a cost per token reads from them). */
+const TOKEN_RATE_KEYS = new Set(['throughput', 'output_throughput', 'total_throughput']);
+
 export function recordFacts(cell: Record<string, unknown>): Fact[] {
   const n = (k: string) => (isQty(cell[k]) ? (cell[k] as Quantity).value : undefined);
   const num = (k: string) => (typeof cell[k] === 'number' ? (cell[k] as number) : undefined);
@@ -228,13 +232,22 @@ export const recordKind: KindModule<Cell> = {
   // A record's facts come from its keys, so a notebook saved before facts existed restates them from the cell.
   migrate: (_values, cell) => recordFacts(cell),
   async run(cell, ctx) {
+    const perHour = ctx.setup ? setupPricePerHour(ctx.setup) : undefined;
     const values: Record<string, unknown> = {};
     const rows: { key: string; value: string; physics: string }[] = [];
     for (const [key, v] of Object.entries(cell)) {
       if (key === 'record' || v === undefined) continue;
       if (isQty(v)) {
         for (const [name, n] of recordValue(key, v)) values[name] = n;
-        rows.push({ key, value: shown(v), physics: physicsNote(key, cell as Record<string, unknown>, ctx.setup) });
+        const priced =
+          perHour !== undefined && TOKEN_RATE_KEYS.has(key) && dimName(v) === 'token_rate'
+            ? ` (${fmtDollarsPerMtok(dollarsPerMtok(perHour, v.value))} at ${priceWords(ctx.setup!)})`
+            : '';
+        rows.push({
+          key,
+          value: `${shown(v)}${priced}`,
+          physics: physicsNote(key, cell as Record<string, unknown>, ctx.setup),
+        });
       } else {
         values[key] = v;
         rows.push({ key, value: v === null ? 'none' : String(v), physics: '' });
@@ -251,6 +264,20 @@ export const recordKind: KindModule<Cell> = {
       rows,
       setup ? undefined : 'No setup above: add one (gpu, model) to check these numbers against physics.',
     );
-    return { values, facts: recordFacts(cell), outputs: [table] };
+    const facts = recordFacts(cell);
+    // A priced setup: each token rate typed in also states what a token cost at it.
+    if (perHour !== undefined)
+      for (const f of [...facts])
+        if (f.kind === 'throughput' && f.metric !== 'per_user')
+          facts.push(
+            ...costFacts(
+              {
+                usd_per_hour: perHour,
+                [f.metric === 'total' ? 'usd_per_mtok_total' : 'usd_per_mtok_output']: dollarsPerMtok(perHour, f.tok_s),
+              },
+              { point: f.point, at: f.at, source: f.source },
+            ),
+          );
+    return { values, facts, outputs: [table] };
   },
 };
