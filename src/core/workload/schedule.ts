@@ -70,6 +70,8 @@ export function scheduleArrivals(s: RateSchedule, seed: number): number[] {
 export interface CapacityProbe {
   x: number;
   pass: boolean;
+  /** Bracketing (doubling or halving from the start), bisecting between a pass and a fail, or a repeat that refuted a pass. */
+  phase: 'bracket' | 'bisect' | 'confirm';
 }
 
 export interface CapacityResult {
@@ -95,52 +97,107 @@ export interface CapacityOptions {
 }
 
 /**
- * The highest load meeting the SLOs: from `start`, double (or halve) until the answer flips, then
- * bisect between the last pass and the first fail to the stated precision. Each probe is one
- * measured point; `probe` says whether it met every SLO.
+ * The highest load meeting the SLOs, one probe at a time: from `start`, double (or halve) until the
+ * answer flips, then bisect (geometrically; integer loads by halves) between the last pass and the
+ * first fail to the stated precision. `next()` names the load to measure, `report()` says whether
+ * it met every SLO; a live bench and virtual time drive the same search.
  */
+export class CapacitySearch {
+  private readonly probes: CapacityProbe[] = [];
+  private lo: number | undefined;
+  private hi: number | undefined;
+  private pending: { x: number; phase: 'bracket' | 'bisect' } | undefined;
+  private bracketing = true;
+  private stopped = false;
+
+  constructor(private readonly o: CapacityOptions) {}
+
+  private round(x: number): number {
+    return this.o.integer ? Math.max(1, Math.round(x)) : x;
+  }
+
+  private gapOk(): boolean {
+    const { lo, hi } = this;
+    return lo === undefined || hi === undefined || (this.o.integer ? hi - lo <= 1 : (hi - lo) / lo <= this.o.precision);
+  }
+
+  /** The next load to measure, or undefined when the search is over. */
+  next(): { x: number; phase: 'bracket' | 'bisect' } | undefined {
+    if (this.pending) return this.pending;
+    const o = this.o;
+    if (this.stopped || this.probes.length >= (o.maxProbes ?? 16) || o.signal?.aborted) return undefined;
+    const { lo, hi } = this;
+    let x: number;
+    if (this.bracketing) {
+      const last = this.probes[this.probes.length - 1];
+      if (!last) x = this.round(Math.min(o.max, Math.max(o.min, o.start)));
+      else if (lo !== undefined && hi !== undefined) {
+        this.bracketing = false;
+        return this.next();
+      } else if (last.pass) {
+        if (last.x >= o.max) return this.stop();
+        x = this.round(Math.min(o.max, last.x * 2));
+      } else {
+        if (last.x <= o.min) return this.stop();
+        x = this.round(Math.max(o.min, last.x / 2));
+      }
+      if (this.probes.some((p) => p.x === x)) return this.stop();
+    } else {
+      if (this.gapOk()) return this.stop();
+      x = this.round(o.integer ? Math.floor((lo! + hi!) / 2) : Math.sqrt(lo! * hi!));
+      if (x === lo || x === hi) return this.stop();
+    }
+    this.pending = { x, phase: this.bracketing ? 'bracket' : 'bisect' };
+    return this.pending;
+  }
+
+  private stop(): undefined {
+    this.stopped = true;
+    return undefined;
+  }
+
+  /** Whether the load `next()` named met every SLO. */
+  report(pass: boolean): void {
+    const p = this.pending;
+    if (!p) throw new Error('report() without a load from next()');
+    this.pending = undefined;
+    this.probes.push({ ...p, pass });
+    if (pass) this.lo = this.lo === undefined ? p.x : Math.max(this.lo, p.x);
+    else this.hi = this.hi === undefined ? p.x : Math.min(this.hi, p.x);
+  }
+
+  /**
+   * A later measurement of `x` (a repeat with fresh prompts) missed the SLOs: `x` no longer counts
+   * as a pass, the search's upper end comes down to it and the search goes on below it.
+   */
+  refute(x: number): void {
+    this.probes.push({ x, pass: false, phase: 'confirm' });
+    this.hi = this.hi === undefined ? x : Math.min(this.hi, x);
+    const below = this.probes.filter((p) => p.pass && p.x < this.hi!).map((p) => p.x);
+    this.lo = below.length ? Math.max(...below) : undefined;
+    // With no pass left below, bracket downwards again from the refuted load.
+    this.bracketing = this.lo === undefined;
+    this.stopped = false;
+  }
+
+  result(): CapacityResult {
+    const { lo, hi } = this;
+    return {
+      best: lo,
+      failAt: hi,
+      probes: [...this.probes],
+      precision: lo !== undefined && hi !== undefined ? (hi - lo) / lo : NaN,
+      converged: this.gapOk() && lo !== undefined && hi !== undefined,
+    };
+  }
+}
+
+/** The capacity search with each probe an async measurement that says whether it met every SLO. */
 export async function searchCapacity(
   probe: (x: number) => Promise<boolean>,
   o: CapacityOptions,
 ): Promise<CapacityResult> {
-  const probes: CapacityProbe[] = [];
-  const maxProbes = o.maxProbes ?? 16;
-  const round = (x: number) => (o.integer ? Math.max(1, Math.round(x)) : x);
-  const test = async (x: number) => {
-    const pass = await probe(x);
-    probes.push({ x, pass });
-    return pass;
-  };
-  let lo: number | undefined;
-  let hi: number | undefined;
-  let x = round(Math.min(o.max, Math.max(o.min, o.start)));
-  // Bracket.
-  while (probes.length < maxProbes && !o.signal?.aborted) {
-    if (await test(x)) {
-      lo = x;
-      if (hi !== undefined || x >= o.max) break;
-      x = round(Math.min(o.max, x * 2));
-    } else {
-      hi = x;
-      if (lo !== undefined || x <= o.min) break;
-      x = round(Math.max(o.min, x / 2));
-    }
-    if (lo !== undefined && hi !== undefined) break;
-  }
-  const gapOk = () =>
-    lo === undefined || hi === undefined || (o.integer ? hi - lo <= 1 : (hi - lo) / lo <= o.precision);
-  // Bisect.
-  while (!gapOk() && probes.length < maxProbes && !o.signal?.aborted) {
-    const mid = round(o.integer ? Math.floor((lo! + hi!) / 2) : Math.sqrt(lo! * hi!));
-    if (mid === lo || mid === hi) break;
-    if (await test(mid)) lo = mid;
-    else hi = mid;
-  }
-  return {
-    best: lo,
-    failAt: hi,
-    probes,
-    precision: lo !== undefined && hi !== undefined ? (hi - lo) / lo : NaN,
-    converged: gapOk() && lo !== undefined && hi !== undefined,
-  };
+  const s = new CapacitySearch(o);
+  for (let step = s.next(); step; step = s.next()) s.report(await probe(step.x));
+  return s.result();
 }
