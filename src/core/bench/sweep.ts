@@ -30,10 +30,18 @@ import { runPoint, type PointRun } from './loadgen';
 import { median, summarizeRecords, type PointMetrics, type RequestRecord, type SloSpec } from './metrics';
 import { evidence, snapshotOf, type ServerEvidence, type Snapshot } from './prometheus';
 import { detectDialect, type TelemetryDialect } from './telemetry';
-import { planSource, pointSeed, promptSource } from './prompts';
+import { planSource, promptSource } from './prompts';
 import { seedOf } from '../sim/rng';
 import { datasetRows, plannerFor, type CellWorkload } from '../workload/cell';
 import { countTexts, tokenizeNote, type TokenizeDrift } from './tokenize';
+import {
+  capacitySequence,
+  listSequence,
+  stepSeed,
+  type CapacityOutcome,
+  type CapacityPlan,
+  type ProbeVerdict,
+} from './sequence';
 import { toColumnar, type ColumnarRecords } from './records';
 
 export interface SweepOptions {
@@ -89,6 +97,10 @@ export interface SweepOptions {
   contaminationThreshold?: number;
   /** Keep the per-request records (columnar) in each point. Default true. */
   keepRecords?: boolean;
+  /** Each load runs this many times in a row, with fresh prompts each time (a seed per repeat). Default 1. */
+  repeats?: number;
+  /** Instead of the concurrency or rate list: search for the highest load that meets `slo`. */
+  capacity?: CapacityPlan;
   /** X-Request-Id prefix; default a random run id. */
   runId?: string;
   /** Load threads per closed-loop point (a host setting; default: see shards.ts). */
@@ -104,6 +116,11 @@ export interface PointResult extends Omit<PointRun, 'records'> {
   concurrency?: number;
   rate?: number;
   seed: number;
+  /** With repeats: which run of its load this is (0-based), and the load's place in the plan. */
+  repeat?: number;
+  slot?: number;
+  /** In a capacity search: the probe this point belongs to and whether it met every SLO. */
+  probe?: ProbeVerdict;
   metrics: PointMetrics;
   evidence?: ServerEvidence;
   /** Share of prompt tokens the server reported as cached (usage.prompt_tokens_details.cached_tokens). */
@@ -156,6 +173,8 @@ export interface SweepInfo {
 export interface SweepResult extends SweepInfo {
   points: PointResult[];
   stopped?: { reason: 'cancelled' | 'failure-policy' | 'crash'; afterPoint: number; message: string };
+  /** A capacity search's answer. */
+  capacity?: CapacityOutcome;
   /** Where the load ran. */
   thread: 'worker' | 'main';
 }
@@ -272,12 +291,15 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
   if (signal) setMaxListeners(0, signal);
   const notes: string[] = [];
   const runId = o.runId ?? Math.random().toString(36).slice(2, 10);
-  const conc = o.concurrency ?? [];
-  const open = !!o.rate?.length;
-  const loads: { rate?: number; concurrency?: number }[] = open
-    ? o.rate!.map((r) => ({ rate: r }))
-    : conc.map((c) => ({ concurrency: c }));
-  const maxConn = Math.max(1, ...(open ? [o.maxConcurrency ?? 256] : conc)) + 4;
+  const open = o.capacity ? o.capacity.key === 'rate' : !!o.rate?.length;
+  const seq = o.capacity
+    ? capacitySequence(o.capacity, o.slo, o.repeats)
+    : listSequence(
+        open ? o.rate!.map((r) => ({ rate: r })) : (o.concurrency ?? []).map((c) => ({ concurrency: c })),
+        o.repeats,
+      );
+  const of = seq.total === undefined ? '' : ` of ${seq.total}`;
+  const maxConn = Math.max(1, open ? (o.maxConcurrency ?? 256) : seq.maxConcurrency) + 4;
   const agent = createAgent(maxConn);
   const points: PointResult[] = [];
   let stopped: SweepResult['stopped'];
@@ -369,17 +391,19 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
     };
     const seedCfg = o.seed ?? { mode: 'per-point', base: (Math.random() * 2 ** 32) >>> 0 };
     let warmConnections = 1;
-    for (let i = 0; i < loads.length; i++) {
+    for (let i = 0; ; i++) {
+      const step = signal?.aborted ? undefined : seq.next();
       if (signal?.aborted) {
         stopped = {
           reason: 'cancelled',
           afterPoint: i - 1,
-          message: `cancelled before point ${i + 1} of ${loads.length}`,
+          message: `cancelled before point ${i + 1}${of}`,
         };
         break;
       }
-      const l = loads[i];
-      const seed = seedCfg.mode === 'fixed' ? pointSeed(seedCfg.value, i, true) : pointSeed(seedCfg.base, i, false);
+      if (!step) break;
+      const l = step.load;
+      const seed = stepSeed(seedCfg, step);
       const kind = cfg.api === 'chat' ? 'words' : 'ids';
       // Per-point seeds: a dataset's rows continue where the point before stopped (as in predict: serving).
       const perPoint = (o.requests ?? 0) * (seedCfg.mode === 'fixed' ? 0 : i);
@@ -390,11 +414,11 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
             kind,
             timeScale: 1 / speed,
             // Warm-ups: another seed, and a dataset's rows past those the points send.
-            warm: plannerFor(o.workload!, seedOf(`warmup:${seed}`), vocab, (o.requests ?? 0) * loads.length),
+            warm: plannerFor(o.workload!, seedOf(`warmup:${seed}`), vocab, (o.requests ?? 0) * seq.limit),
             textTokens,
           })
         : promptSource(seed, o.input, vocab, kind);
-      const label = open ? `rate ${l.rate} req/s` : `concurrency ${l.concurrency}`;
+      const label = `${open ? `rate ${l.rate} req/s` : `concurrency ${l.concurrency}`}${step.repeat ? ` (repeat ${step.repeat + 1})` : ''}`;
       const before = metricsAvailable ? await scrape(agent, o) : undefined;
       const during: Snapshot[] = [];
       let scraping = true;
@@ -418,17 +442,26 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         warmConnections = want;
       }
       let lastProgress = 0;
-      hooks.onProgress?.({ point: i, points: loads.length, done: 0, total: o.requests, message: `${label}: starting` });
+      hooks.onProgress?.({
+        point: i,
+        points: seq.total ?? i + 1,
+        done: 0,
+        total: o.requests,
+        message: `${label}: starting`,
+      });
       const run = await runPoint(
         agent,
         cfg,
         {
           loop: open ? 'open' : 'closed',
           concurrency: open ? o.maxConcurrency : l.concurrency,
-          rate: l.rate,
+          // The offered rate and the point's length are in simulated time, as every latency and
+          // throughput is reported: a simulator running `speed`× faster takes its arrivals `speed`×
+          // as often, for 1/speed of the wall time.
+          rate: l.rate === undefined ? undefined : l.rate * speed,
           burstiness: o.burstiness,
           requests: o.requests,
-          durationMs: o.durationMs,
+          durationMs: o.durationMs === undefined ? undefined : o.durationMs / speed,
           warmup: o.warmup ?? 0,
           outputTokens: o.output,
           seed,
@@ -445,7 +478,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
             lastProgress = t;
             hooks.onProgress?.({
               point: i,
-              points: loads.length,
+              points: seq.total ?? i + 1,
               done,
               total,
               message: `${label}: ${done}${total ? `/${total}` : ''} requests`,
@@ -483,6 +516,7 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         loop: open ? 'open' : 'closed',
         ...(open ? { rate: l.rate } : { concurrency: l.concurrency }),
         seed,
+        ...((o.repeats ?? 1) > 1 || o.capacity ? { repeat: step.repeat, slot: step.slot } : {}),
         metrics,
         evidence: ev,
         cached_share: cachedShare,
@@ -506,15 +540,18 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
         stopped = {
           reason: 'cancelled',
           afterPoint: i - 1,
-          message: `cancelled during point ${i + 1} of ${loads.length} (${label}); ${i} finished point(s) kept`,
+          message: `cancelled during point ${i + 1}${of} (${label}); ${i} finished point(s) kept`,
         };
         break;
       }
+      const verdict = seq.finished(step, metrics);
+      if (verdict) p.probe = verdict;
       // Error messages were redacted where they were made; this catches any other server text.
       redactDeep(p, o.apiKey);
       points.push(p);
       hooks.onPoint?.(p);
-      if (o.stopAbove !== undefined && metrics.failure_rate > o.stopAbove && i < loads.length - 1) {
+      // A capacity probe's failures are part of its verdict, not a reason to stop the search.
+      if (!o.capacity && o.stopAbove !== undefined && metrics.failure_rate > o.stopAbove && i < seq.total! - 1) {
         stopped = {
           reason: 'failure-policy',
           afterPoint: i,
@@ -531,7 +568,11 @@ export async function runSweepHere(o: SweepOptions, hooks: SweepHooks = {}): Pro
       info.rtt.reliable = v.reliable;
       if (v.reason) info.rtt.unreliable_reason = v.reason;
     }
-    return redactDeep({ ...info, notes: notes.map((n) => redact(n, o.apiKey)), points, stopped }, o.apiKey);
+    const capacity = seq.outcome();
+    return redactDeep(
+      { ...info, notes: notes.map((n) => redact(n, o.apiKey)), points, stopped, ...(capacity ? { capacity } : {}) },
+      o.apiKey,
+    );
   } finally {
     await agent.destroy().catch(() => undefined);
   }
