@@ -30,6 +30,8 @@ export interface ReportSpec {
   burstiness?: number;
   /** The setup's rental price, $/h of every GPU (cost.setupPricePerHour): each throughput also reads as $/Mtok. */
   pricePerHour?: number;
+  /** Runs of each point (each with its own seed); above 1 the run reports means with confidence intervals. */
+  repeats?: number;
 }
 
 export interface PredictedCurve {

@@ -176,7 +176,24 @@ const base = {
   tolerance: quantity('ratio', { min: 0 })
     .optional()
     .describe('How far measured may be from predicted and still be within (default 10%).'),
+  repeats: z
+    .number()
+    .int()
+    .min(1)
+    .max(100)
+    .default(1)
+    .describe(
+      'Runs of each point, each with fresh prompts (a seed per repeat): means with 95% confidence intervals (Student t) over them.',
+    ),
 };
+
+/** The keys every bench kind takes (a capacity search moves `rate` or `concurrency` itself). */
+export const benchBase = base;
+/** A bench cell's keys but the loads (a list of rates or concurrencies, or a capacity search's range). */
+export type BenchBase = Omit<
+  z.output<z.ZodObject<typeof base>>,
+  'rate' | 'concurrency' | 'trace' | 'rate_schedule' | 'predicted' | 'tolerance'
+>;
 
 const sweepSchema = z
   .object({ bench: z.literal('sweep'), ...base })
@@ -251,8 +268,8 @@ function analyze(cell: Cell, ctx: AnalyzeContext): Finding[] {
   return fs;
 }
 
-function reportSpec(
-  cell: Cell,
+export function reportSpec(
+  cell: BenchBase,
   seed: ReportSpec['seed'],
   requests: number | undefined,
   open: boolean,
@@ -269,6 +286,7 @@ function reportSpec(
     percentiles: cell.percentiles,
     stopAbove: stopAbove(cell),
     burstiness: cell.burstiness,
+    repeats: cell.repeats,
   };
 }
 
@@ -284,28 +302,20 @@ export function sloSpecOf(slo: z.output<typeof sloSchema> | undefined): SloSpec 
  * is flagged only 10 points above the hit rate it implies; sessions and traces (whose reuse is the
  * conversation's or the trace's own) are not flagged. Undefined: the default threshold.
  */
-function designedReuse(w: CellWorkload, meanInput: number, requests: number | undefined): number | undefined {
+export function designedReuse(w: CellWorkload, meanInput: number, requests: number | undefined): number | undefined {
   if (w.sessions || w.trace) return 1;
   if (w.sharedPrefix) return Math.min(1, expectedPrefixHitRate(w.sharedPrefix, meanInput, requests ?? 100) + 0.1);
   return undefined;
 }
 
-function stopAbove(cell: Cell): number | undefined {
+export function stopAbove(cell: BenchBase): number | undefined {
   if (cell.on_failure === 'continue') return undefined;
   return cell.on_failure?.stop_above.value ?? 0.5;
 }
 
-async function run(cell: Cell, ctx: RunContext) {
-  const [
-    { runSweep },
-    { benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable },
-    { isPlainWorkload, loadCellWorkload, replayRate, workloadMeans },
-  ] = await Promise.all([import('../bench'), import('../bench/report'), import('../workload/cell')]);
+/** The endpoint a bench cell measures (the simulated one, started, when the setup says `sim`) and its key. */
+export async function benchEndpoint(ctx: RunContext): Promise<{ endpoint: string; apiKey?: string }> {
   const setup = ctx.setup!;
-  // The workload's files are read here, through the host (the worker reads none); its plan is predict: serving's.
-  const workload = await loadCellWorkload(cell, ctx.notebook);
-  const planned = !isPlainWorkload(workload);
-  const means = workloadMeans(workload, setup.model.vocab);
   const services = ctx.notebook.services;
   let endpoint = setup.endpoint ?? 'sim';
   if (endpoint === 'sim') {
@@ -336,6 +346,71 @@ async function run(cell: Cell, ctx: RunContext) {
   // The key the user set for this endpoint's origin; the simulated endpoint never gets one.
   const simulated = (setup.endpoint ?? 'sim') === 'sim';
   const apiKey = simulated ? undefined : (await services.getApiKey?.(endpoint)) || undefined;
+  return { endpoint, apiKey };
+}
+
+/** The prompt seeds a bench cell asks for: per point from a base (random unless given, recorded in the values), or one fixed. */
+export function benchSeed(cell: BenchBase): ReportSpec['seed'] {
+  return cell.seed === 'per-point'
+    ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 }
+    : { mode: 'fixed', value: cell.seed };
+}
+
+/** The sweep options a bench cell's keys give; the loads (lists, a replay rate, a capacity search) are the caller's. */
+export function benchSweepOptions(
+  cell: BenchBase,
+  ctx: RunContext,
+  at: { endpoint: string; apiKey?: string },
+  spec: ReportSpec,
+  workload: CellWorkload,
+  planned: boolean,
+): SweepOptions {
+  const setup = ctx.setup!;
+  const services = ctx.notebook.services;
+  return {
+    endpoint: at.endpoint,
+    apiKey: at.apiKey,
+    api: cell.api,
+    vocab: setup.model.vocab,
+    setupModel: [setup.model.id, setup.model.name],
+    input: Math.round(spec.input),
+    output: Math.round(spec.output),
+    workload: planned ? workload : undefined,
+    burstiness: cell.burstiness,
+    requests: spec.requests,
+    durationMs: cell.duration ? cell.duration.value * 1000 : undefined,
+    warmup: cell.warmup,
+    seed: spec.seed,
+    repeats: cell.repeats,
+    idleTimeoutMs: cell.timeout ? cell.timeout.value * 1000 : undefined,
+    requestTimeoutMs: cell.request_timeout ? cell.request_timeout.value * 1000 : undefined,
+    topP: cell.top_p,
+    topK: cell.top_k,
+    temperature: cell.temperature,
+    scrape: cell.scrape,
+    stopAbove: stopAbove(cell),
+    percentiles: cell.percentiles,
+    slo: spec.slo,
+    contaminationThreshold: cell.contamination_threshold?.value ?? designedReuse(workload, spec.input, spec.requests),
+    keepRecords: cell.records,
+    threads: services.settings?.benchThreads,
+    workerScript: services.settings?.benchWorker,
+  };
+}
+
+async function run(cell: Cell, ctx: RunContext) {
+  const [
+    { runSweep },
+    { benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable },
+    { isPlainWorkload, loadCellWorkload, replayRate, workloadMeans },
+  ] = await Promise.all([import('../bench'), import('../bench/report'), import('../workload/cell')]);
+  const setup = ctx.setup!;
+  // The workload's files are read here, through the host (the worker reads none); its plan is predict: serving's.
+  const workload = await loadCellWorkload(cell, ctx.notebook);
+  const planned = !isPlainWorkload(workload);
+  const means = workloadMeans(workload, setup.model.vocab);
+  const services = ctx.notebook.services;
+  const { endpoint, apiKey } = await benchEndpoint(ctx);
   // A trace or a rate schedule is one open-loop point at the rate it averages (its own arrivals).
   const replay = cell.trace || cell.rate_schedule ? replayRate(workload) : undefined;
   const rates = cell.rate ? cell.rate.map((r) => r.value) : replay !== undefined ? [replay] : undefined;
@@ -350,41 +425,13 @@ async function run(cell: Cell, ctx: RunContext) {
         : cell.rate_schedule
           ? undefined
           : Math.max(100, 4 * Math.max(1, ...concurrency))));
-  const seed: ReportSpec['seed'] =
-    cell.seed === 'per-point'
-      ? { mode: 'per-point', base: cell.base_seed ?? (Math.random() * 2 ** 32) >>> 0 }
-      : { mode: 'fixed', value: cell.seed };
+  const seed = benchSeed(cell);
   const spec = { ...reportSpec(cell, seed, requests, open, means), pricePerHour: setupPricePerHour(setup) };
   const opts: SweepOptions = {
-    endpoint,
-    apiKey,
-    api: cell.api,
-    vocab: setup.model.vocab,
-    setupModel: [setup.model.id, setup.model.name],
-    input: Math.round(means.input),
-    output: Math.round(means.output),
-    workload: planned ? workload : undefined,
+    ...benchSweepOptions(cell, ctx, { endpoint, apiKey }, spec, workload, planned),
     concurrency: open ? undefined : concurrency,
     rate: rates,
     maxConcurrency: open ? cell.concurrency?.[0] : undefined,
-    burstiness: cell.burstiness,
-    requests,
-    durationMs: cell.duration ? cell.duration.value * 1000 : undefined,
-    warmup: cell.warmup,
-    seed,
-    idleTimeoutMs: cell.timeout ? cell.timeout.value * 1000 : undefined,
-    requestTimeoutMs: cell.request_timeout ? cell.request_timeout.value * 1000 : undefined,
-    topP: cell.top_p,
-    topK: cell.top_k,
-    temperature: cell.temperature,
-    scrape: cell.scrape,
-    stopAbove: stopAbove(cell),
-    percentiles: cell.percentiles,
-    slo: spec.slo,
-    contaminationThreshold: cell.contamination_threshold?.value ?? designedReuse(workload, means.input, requests),
-    keepRecords: cell.records,
-    threads: services.settings?.benchThreads,
-    workerScript: services.settings?.benchWorker,
   };
   const predicted = findPredicted(ctx.notebook.results, ctx.cellIndex);
   const sameLengths = 'value' in cell.input && 'value' in cell.output && !cell.trace && !cell.dataset && !cell.sessions;

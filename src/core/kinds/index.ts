@@ -3,6 +3,7 @@ import type { KindModule } from '../engine/types';
 import { auditKind } from './audit';
 import { auditEnvironmentKind } from './auditEnvironment';
 import { benchRateKind, benchSweepKind } from './bench';
+import { benchCapacityKind } from './benchCapacity';
 import { decodeRooflineKind } from './predictDecodeRoofline';
 import { compareKind } from './compare';
 import { recordKind } from './record';
@@ -28,5 +29,6 @@ export const KINDS: KindModule[] = [
   auditEnvironmentKind,
   benchSweepKind,
   benchRateKind,
+  benchCapacityKind,
   importKind,
 ];
