@@ -14,6 +14,7 @@ import { fmtNum } from '../units';
 import { FORMULAS, percentile, percentileSorted, pKey, toVllmResult, type Dist, type SloSpec } from './metrics';
 import { doneLabel, loadLabel, qualityFacts, rttFact, rttNote } from './quality';
 import { fromColumnar } from './records';
+import { repeatMeans, type MeanRow } from './repeats';
 import type { PointResult, SweepResult } from './sweep';
 import type { ServerEvidence } from './prometheus';
 
@@ -70,7 +71,7 @@ function pointLabel(p: Pick<PointResult, 'loop' | 'concurrency' | 'rate'>): stri
 /** The named values of a sweep: ours per point, and vLLM's --save-result names beside them. */
 export function benchValues(
   r: Pick<SweepResult, 'points' | 'endpoint' | 'model' | 'rtt' | 'thread' | 'stopped' | 'metricsAvailable' | 'runId'> &
-    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts' | 'notes' | 'tokenize'>>,
+    Partial<Pick<SweepResult, 'telemetry' | 'vocab' | 'timeouts' | 'notes' | 'tokenize' | 'capacity'>>,
   spec: ReportSpec,
 ): Record<string, unknown> {
   const pk = spec.percentiles;
@@ -82,6 +83,8 @@ export function benchValues(
       seed: p.seed,
       // When the point ran (wall clock, UTC): what a prediction in ink is dated against.
       ...(Number.isFinite(p.t0EpochMs) ? { started_at: new Date(Math.round(p.t0EpochMs)).toISOString() } : {}),
+      ...(p.slot !== undefined ? { slot: p.slot, repeat: p.repeat } : {}),
+      ...(p.probe ? { probe: p.probe } : {}),
       completed: m.completed,
       failed: m.failed,
       failure_rate: r3(m.failure_rate),
@@ -186,6 +189,8 @@ export function benchValues(
     points,
     rows,
     vllm,
+    ...(spec.repeats && spec.repeats > 1 ? { repeats: spec.repeats, means: repeatMeans(points) } : {}),
+    ...(r.capacity ? { capacity: r.capacity } : {}),
   };
 }
 
@@ -237,7 +242,7 @@ export function summaryTable(r: Pick<SweepResult, 'points' | 'rtt'>, spec: Repor
   const rows = r.points.map((p) => {
     const m = p.metrics;
     return {
-      load: loadLabel(p),
+      load: `${loadLabel(p)}${p.repeat !== undefined && (spec.repeats ?? 1) > 1 ? ` #${p.repeat + 1}` : ''}`,
       done: doneLabel(p),
       req_s: fmtNum(m.request_throughput, 2),
       out_tok_s: fmtNum(m.output_throughput, 1),
@@ -351,6 +356,48 @@ function specWords(s: ServerEvidence['spec_decode']): string {
   return `${fmtNum(100 * s.acceptance_rate, 1)}%${s.mean_acceptance_length !== undefined ? ` (${fmtNum(s.mean_acceptance_length, 2)}${pos})` : ''}`;
 }
 
+/**
+ * With repeats: each point's mean over its runs with the 95% confidence interval (Student t over
+ * the runs), one row a point. Undefined when nothing was run more than once.
+ */
+export function repeatsTable(r: Pick<SweepResult, 'points'>, spec: ReportSpec): CellOutput | undefined {
+  if (!spec.repeats || spec.repeats < 2) return undefined;
+  const means = repeatMeans(benchValues({ ...EMPTY_RUN, points: r.points }, spec).points as unknown[]);
+  if (!means.length) return undefined;
+  const p99 = pKey(spec.percentiles.includes(99) ? 99 : (spec.percentiles[spec.percentiles.length - 1] ?? 99));
+  const cols: [string, string, number][] = [
+    ['output_throughput_tok_s', 'out tok/s', 1],
+    ['request_throughput_req_s', 'req/s', 2],
+    ['ttft_p50_ms', 'TTFT p50', 1],
+    [`ttft_${p99.replace('_', '.')}_ms`, `TTFT ${p99.replace('_', '.')}`, 1],
+    ['tpot_p50_ms', 'TPOT p50', 2],
+    [`tpot_${p99.replace('_', '.')}_ms`, `TPOT ${p99.replace('_', '.')}`, 2],
+    [`e2e_${p99.replace('_', '.')}_ms`, `E2E ${p99.replace('_', '.')}`, 0],
+    ['goodput_req_s', 'goodput req/s', 2],
+  ];
+  const shown = cols.filter(([k]) => means.some((m) => m.ci[k]));
+  const cell = (m: MeanRow, k: string, d: number) => {
+    const c = m.ci[k];
+    return c ? `${fmtNum(m[k] as number, d)} ± ${fmtNum(c.half, d)}` : '—';
+  };
+  return tableOutput<Record<string, string>>(
+    `Means over ${spec.repeats} repeats with 95% confidence intervals`,
+    [
+      { key: 'load', label: spec.mode === 'closed' ? 'concurrency' : 'rate' },
+      { key: 'n', label: 'runs', align: 'right' },
+      ...shown.map(([k, label]) => ({ key: k, label, align: 'right' as const })),
+    ],
+    means.map((m) => ({
+      load: m.rate !== undefined ? `${m.rate} req/s` : `c=${m.concurrency}`,
+      n: String(m.n),
+      ...Object.fromEntries(shown.map(([k, , d]) => [k, cell(m, k, d)])),
+    })),
+    'mean ± half-width of the 95% confidence interval over the runs: t(0.975, n − 1) · s / √n, s the standard deviation of the per-run values (latencies in ms). Each run had its own prompts (a seed per repeat). Compare rows reading these means say whether a difference is larger than this noise.',
+  );
+}
+
+const EMPTY_RUN = { endpoint: '', model: '', thread: 'main' as const, metricsAvailable: false, runId: '' };
+
 export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
   const facts: [string, string][] = [
     ['endpoint', displayUrl(r.endpoint)],
@@ -361,7 +408,10 @@ export function runFacts(r: SweepResult, spec: ReportSpec): CellOutput {
         ? 'closed loop (concurrency list)'
         : `open loop (rate list, ${spec.burstiness && spec.burstiness !== 1 ? `gamma, burstiness ${spec.burstiness}` : 'Poisson'})`,
     ],
-    ['per point', spec.requests !== undefined ? `${spec.requests} requests` : `${spec.durationS} s`],
+    [
+      'per point',
+      `${spec.requests !== undefined ? `${spec.requests} requests` : `${spec.durationS} s`}${(spec.repeats ?? 1) > 1 ? `, run ${spec.repeats} times with fresh prompts (a seed per repeat)` : ''}`,
+    ],
     [
       'prompt / output',
       `${spec.input} tokens (random ids) / ${spec.output} tokens (ignore_eos, min_tokens = max_tokens)`,

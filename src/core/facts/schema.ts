@@ -376,6 +376,32 @@ const parameter = z
  */
 const measuredAt = z.object({ kind: z.literal('measured-at'), epoch_ms: nonNeg, ...common }).strict();
 
+/**
+ * A confidence interval on a stat measured over repeated runs of one point (`repeats:`): `mean` is
+ * the mean of the per-run values of `of` (a latency stat in ms, a token rate in tok/s, a request
+ * rate in req/s, as `unit` says), [`lo`, `hi`] its interval at `level`, `sd` the spread of the runs.
+ */
+const ci = z
+  .object({
+    kind: z.literal('ci'),
+    of: z.discriminatedUnion('kind', [
+      z.object({ kind: z.literal('latency'), metric: z.enum(LATENCY_METRICS), stat }).strict(),
+      z.object({ kind: z.literal('throughput'), metric: z.enum(TOKEN_RATE_METRICS) }).strict(),
+      z.object({ kind: z.literal('request-rate'), metric: z.enum(REQUEST_RATE_METRICS) }).strict(),
+    ]),
+    unit: z.enum(['ms', 'tok/s', 'req/s']),
+    mean: finite,
+    lo: finite,
+    hi: finite,
+    sd: nonNeg,
+    /** Runs the interval is over (at least two). */
+    n: finite.refine((x) => Number.isInteger(x) && x >= 2, 'at least two runs'),
+    level: finite.refine((x) => x > 0 && x < 1, 'a confidence level between 0 and 1'),
+    method: z.literal('student-t'),
+    ...common,
+  })
+  .strict();
+
 export const factSchema = z.discriminatedUnion('kind', [
   engine,
   parameter,
@@ -407,6 +433,7 @@ export const factSchema = z.discriminatedUnion('kind', [
   note,
   stopped,
   measuredAt,
+  ci,
 ]);
 
 export type Fact = z.output<typeof factSchema>;

@@ -401,7 +401,7 @@ export function benchSweepOptions(
 async function run(cell: Cell, ctx: RunContext) {
   const [
     { runSweep },
-    { benchPlots, benchValues, findPredicted, recordsOutput, runFacts, summaryTable },
+    { benchPlots, benchValues, findPredicted, recordsOutput, repeatsTable, runFacts, summaryTable },
     { isPlainWorkload, loadCellWorkload, replayRate, workloadMeans },
   ] = await Promise.all([import('../bench'), import('../bench/report'), import('../workload/cell')]);
   const setup = ctx.setup!;
@@ -438,7 +438,7 @@ async function run(cell: Cell, ctx: RunContext) {
   const mean = sameLengths ? '' : 'mean ';
   const title = `${cell.trace ? 'Trace replay' : cell.rate_schedule ? 'Rate schedule' : open ? 'Open-loop rate run' : 'Concurrency sweep'}: ${mean}${Math.round(means.input)} in / ${Math.round(means.output)} out tokens`;
   const points: PointResult[] = [];
-  const nPoints = open ? rates!.length : concurrency.length;
+  const nPoints = (open ? rates!.length : concurrency.length) * cell.repeats;
   // Live outputs: the table and the throughput plot grow as each point finishes.
   let chain: Promise<void> = Promise.resolve();
   const result = await runSweep(opts, {
@@ -510,8 +510,10 @@ async function run(cell: Cell, ctx: RunContext) {
     verdict?.prediction.origin === 'above'
       ? predictedCurve(verdict.prediction)
       : (predicted ?? (verdict && predictedCurve(verdict.prediction)));
+  const repeated = repeatsTable(result, spec);
   const outputs: CellOutput[] = [
     summaryTable(result, spec, title),
+    ...(repeated ? [repeated] : []),
     ...(verdict ? [verdict.output] : []),
     runFacts(result, spec),
     ...(await benchPlots(result, spec, drawn)),

@@ -8,6 +8,7 @@ import { MAX_ERROR_MESSAGES, STOP_REASONS, type Fact, type FactOf, type Point } 
 import { costFacts } from '../cost';
 import { fin, latencyFacts, statsOf } from '../facts/make';
 import { LATENCY_METRICS, type LatencyMetric } from '../facts/stat';
+import { ciFacts } from '../bench/meanKeys';
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
@@ -30,7 +31,8 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
       ...(rate !== undefined ? { req_s: rate } : {}),
     };
     const key = open ? 'rate' : 'concurrency';
-    const at = [key, i];
+    // A repeated point stands at its load's place in the cell, not at its run's.
+    const at = [key, fin(p.slot) ?? i];
     const common = { point, at, source };
     for (const m of LATENCY_METRICS as readonly LatencyMetric[]) out.push(...latencyFacts(m, p[`${m}_ms`], common));
     const put = (f: Fact | undefined) => f && out.push(f);
@@ -75,6 +77,7 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
     const late = isObj(server.sim_lateness) ? server.sim_lateness : undefined;
     if (late && isObj(late.over_share)) eng('sim_late_share', late.over_share['10'], 'simulator /metrics');
   });
+  if (Array.isArray(values.means)) out.push(...ciFacts(values.means, loop, loop === 'closed' ? 'concurrency' : 'rate'));
   // A probe that is not quoted (it exceeds a TTFT it should be inside) states no RTT for the rules to read.
   const unreliable = isObj(values.rtt_ms) && values.rtt_ms.reliable === false;
   const rtt = isObj(values.rtt_ms) && !unreliable ? fin(values.rtt_ms.median) : undefined;
