@@ -17,7 +17,7 @@ import type { PointResult, SweepResult } from './sweep';
 
 const loadText = (key: CapacityPlan['key'], x: number | undefined) =>
   x === undefined ? '—' : key === 'rate' ? `${fmtNum(x, x >= 10 ? 1 : 3)} req/s` : `concurrency ${x}`;
-const xOf = (p: PointResult) => (p.mode === 'open' ? p.rate! : p.concurrency!);
+const xOf = (p: PointResult) => (p.loop === 'open' ? p.rate! : p.concurrency!);
 const ms = (v: number | undefined) => (v === undefined || !Number.isFinite(v) ? '—' : fmtNum(v, v >= 100 ? 0 : 1));
 
 /** The SLOs in words: "TTFT p99 ≤ 500 ms, TPOT p99 ≤ 50 ms; at most 1% of requests failed". */
@@ -87,7 +87,7 @@ export function probesTable(
       { key: 'hit', label: 'prefix hit (Δhits / Δqueries)', align: 'right' },
     ],
     rows,
-    `SLOs: ${sloText(spec, plan)}. Phases: bracket (double or halve from the start until the result flips), bisect (the geometric mean of the last pass and the first fail${plan.key === 'concurrency' ? ', by halves for a concurrency' : ''}), confirm (the answer and the failing load above it again, with fresh prompts). Latencies in ms${spec.mode === 'open' ? ' from the scheduled send time' : ''}. λ·W vs L: Little's law, the completion rate times the mean time in system against the requests in flight the client observed. Prefix hit: Δ of the server's prefix-cache counters over the probe (hits / queries, tokens); near 0% proves each probe measured fresh prompts.`,
+    `SLOs: ${sloText(spec, plan)}. Phases: bracket (double or halve from the start until the result flips), bisect (the geometric mean of the last pass and the first fail${plan.key === 'concurrency' ? ', by halves for a concurrency' : ''}), confirm (the answer and the failing load above it again, with fresh prompts). Latencies in ms${spec.loop === 'open' ? ' from the scheduled send time' : ''}. λ·W vs L: Little's law, the completion rate times the mean time in system against the requests in flight the client observed. Prefix hit: Δ of the server's prefix-cache counters over the probe (hits / queries, tokens); near 0% proves each probe measured fresh prompts.`,
   );
 }
 

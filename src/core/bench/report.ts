@@ -383,7 +383,7 @@ export function repeatsTable(r: Pick<SweepResult, 'points'>, spec: ReportSpec): 
   return tableOutput<Record<string, string>>(
     `Means over ${spec.repeats} repeats with 95% confidence intervals`,
     [
-      { key: 'load', label: spec.mode === 'closed' ? 'concurrency' : 'rate' },
+      { key: 'load', label: spec.loop === 'closed' ? 'concurrency' : 'rate' },
       { key: 'n', label: 'runs', align: 'right' },
       ...shown.map(([k, label]) => ({ key: k, label, align: 'right' as const })),
     ],
