@@ -5,9 +5,9 @@
  */
 import type { Fact, Point } from '../facts';
 import { canonicalStat, type LatencyMetric } from '../facts/stat';
+import { fin } from '../facts/make';
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
-const fin = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : undefined);
 
 /** What a mean is of: a latency stat, a token rate or a request rate, with the key it is written under. */
 export interface MeanTarget {

@@ -22,7 +22,7 @@
  *
  * Pure functions, no I/O: the simulator and the audit may import this file.
  */
-import { pKey, statOf, statQuantile, type SloSpec } from '../facts/stat';
+import { pKey, sloMisses, statQuantile, type SloSpec } from '../facts/stat';
 import { LatencySample } from '../stats/sample';
 
 /** Why a request did not end cleanly. `missing-usage`, `bad-usage` and `no-done` are soft: the request counts. */
@@ -374,14 +374,7 @@ export class MetricsAccumulator {
       m.good_requests = this.good;
       m.good_output_tokens = this.goodOut;
       m.goodput = rate(this.good);
-      const byMetric = { ttft: dists.ttft_ms, tpot: dists.tpot_ms, e2e: dists.e2e_ms };
-      // No TPOT at all (every request one token long) does not miss a TPOT limit.
-      m.slo_met =
-        completed > 0 &&
-        slo.every((l) => {
-          const v = statOf(byMetric[l.metric], l.stat);
-          return v === undefined || Number.isNaN(v) ? l.metric === 'tpot' : v <= l.ms;
-        });
+      m.slo_met = completed > 0 && sloMisses(dists, slo).length === 0;
     }
     return m;
   }

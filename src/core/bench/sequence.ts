@@ -7,7 +7,7 @@
  */
 import { CapacitySearch, type CapacityProbe } from '../workload/schedule';
 import type { PointMetrics, SloSpec } from './metrics';
-import { statOf, statWords } from '../facts/stat';
+import { sloMisses, statWords } from '../facts/stat';
 import { pointSeed } from './prompts';
 
 export interface Load {
@@ -83,15 +83,15 @@ export function probeVerdict(
   maxFailureRate: number,
 ): Omit<ProbeVerdict, 'probe' | 'phase'> {
   const why: string[] = [];
+  // The SLO as slo_met reads it (facts/stat.ts), with each miss in words.
   if (m.completed === 0) why.push('no request completed');
   else
-    for (const l of slo ?? []) {
-      const v = statOf(m[`${l.metric}_ms`], l.stat);
-      // No TPOT at all (one-token outputs) misses no TPOT limit, as slo_met reads it.
-      if (v === undefined || Number.isNaN(v)) {
-        if (l.metric !== 'tpot') why.push(`${statWords(l.metric, l.stat)} not measured`);
-      } else if (v > l.ms) why.push(`${statWords(l.metric, l.stat)} ${fmt(v)} ms > ${fmt(l.ms)} ms`);
-    }
+    for (const { limit: l, value: v } of sloMisses(m, slo ?? []))
+      why.push(
+        v === undefined
+          ? `${statWords(l.metric, l.stat)} not measured`
+          : `${statWords(l.metric, l.stat)} ${fmt(v)} ms > ${fmt(l.ms)} ms`,
+      );
   if (m.failure_rate > maxFailureRate)
     why.push(`${fmt(m.failure_rate * 100)}% of requests failed > ${fmt(maxFailureRate * 100)}%`);
   return { pass: why.length === 0, why };

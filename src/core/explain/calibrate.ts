@@ -19,6 +19,7 @@ import type { RunContext, Setup } from '../engine/types';
 import type { Fact } from '../facts';
 import type { ServingParams, ServingPoint } from '../kinds/predictServing';
 import { completedOf, latencyMs, pointLabel, pointsOf, shapeOf, throughput, type PointView } from './points';
+import { tQuantile } from '../stats/ci';
 
 /** What a calibration fits: name, unit, bounds and the finite-difference step, in the optimizer's units. */
 export const FREE_PARAMETERS = [
@@ -102,13 +103,6 @@ export function observationsOf(facts: readonly Fact[]): { obs: Observation[]; po
     }
   return { obs, points };
 }
-
-/** Student's t at 97.5% (two-sided 95%) for 1–30 degrees of freedom; 1.96 past them. */
-const T975 = [
-  12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131, 2.12, 2.11,
-  2.101, 2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06, 2.056, 2.052, 2.048, 2.045, 2.042,
-];
-export const tQuantile = (dof: number) => (dof >= 1 ? (T975[Math.min(dof, 30) - 1] ?? 1.96) : NaN);
 
 const valueOf = (p: ServingPoint, q: Observed) =>
   q === 'output_throughput'
@@ -279,7 +273,8 @@ export async function calibrate(
       cov = undefined;
     }
   }
-  const t = tQuantile(dof);
+  // Two-sided 95%: Student's t at 97.5% with the fit's degrees of freedom.
+  const t = dof >= 1 ? tQuantile(0.975, dof) : NaN;
   const fitted: FittedParameter[] = free.map((p, k) => {
     const v = cov?.get(k, k);
     const sigma = v !== undefined && v >= 0 && Number.isFinite(v) ? Math.sqrt(v) * p.scale : undefined;

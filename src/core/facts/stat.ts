@@ -126,3 +126,28 @@ export function sloOf(limits: Record<string, number | undefined>): SloSpec {
   }
   return out;
 }
+
+/** An SLO limit a point missed: the value its stat read (undefined: not measured). */
+export interface SloMiss {
+  limit: SloLimit;
+  value?: number;
+}
+
+/**
+ * The limits of `slo` a point's distributions miss: a stat over its limit, or not measured at all,
+ * except TPOT (every request one token long has none, and misses no TPOT limit).
+ */
+export function sloMisses(
+  dists: Partial<Record<`${SloMetric}_ms`, Parameters<typeof statOf>[0] | undefined>>,
+  slo: SloSpec,
+): SloMiss[] {
+  const out: SloMiss[] = [];
+  for (const l of slo) {
+    const d = dists[`${l.metric}_ms`];
+    const v = d ? statOf(d, l.stat) : undefined;
+    if (v === undefined || Number.isNaN(v)) {
+      if (l.metric !== 'tpot') out.push({ limit: l });
+    } else if (v > l.ms) out.push({ limit: l, value: v });
+  }
+  return out;
+}
