@@ -268,7 +268,13 @@ await section('editor', '4. editor costs', async () => {
   else
     for (const p of vs.passes)
       log(
-        `  activation in VS Code ${p.vscode ?? ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`,
+        `  activation in VS Code ${p.vscode ?? ''} (${p.mode}, ${vs.when}): activate() ${p.activate_call_ms ?? '?'} ms (CPU ${p.activate_cpu_ms ?? '?'} ms), require ${p.require_ms ?? '?'} ms${
+          p.spans_ms
+            ? ` [${Object.entries(p.spans_ms)
+                .map(([k, v]) => `${k} ${v}`)
+                .join(', ')}]`
+            : ''
+        }${p.until_host_ms !== undefined ? `, the rest loaded at ${p.until_host_ms} ms` : ''}${p.settled ? `, asked after the start-up extensions (${p.settled.waited_for.join(', ') || 'none'})` : ''}${p.vscode_record ? `; VS Code's record: load code ${p.vscode_record.load_code_ms} ms, call activate ${p.vscode_record.call_activate_ms} ms, finish ${p.vscode_record.finish_activate_ms} ms` : ''}`,
       );
   return { bundles, vsix, notebook: nb, activation: act, activation_vscode: vs };
 });

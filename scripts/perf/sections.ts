@@ -459,6 +459,9 @@ export function vscodeActivation(root: string) {
         activate_call_ms?: number;
         activate_cpu_ms?: number;
         require_ms?: number;
+        spans_ms?: Record<string, number>;
+        until_host_ms?: number;
+        settled?: { waited_ms: number; waited_for: string[] };
         vscode_record?: { load_code_ms: number; call_activate_ms: number; finish_activate_ms: number };
       }[];
     };
