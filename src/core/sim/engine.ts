@@ -430,21 +430,29 @@ class Deque<T> {
 }
 
 /**
- * Block hash → block id, the prefix cache's index: open addressing on typed arrays (linear probing,
- * backward-shift deletion), sized for every block of the pool holding a hash at once. Same
- * semantics as a Map<number, number>; much cheaper for 53-bit keys.
+ * Block hash → block id, the prefix cache's index: open addressing on one typed array (linear
+ * probing). A block that loses its hash (taken from the free list) leaves its entry behind: an entry
+ * counts only while its block still holds that hash (holder[block] === hash, the engine's
+ * hashOfBlock), so eviction costs no probe; when live and stale entries fill half the table it is
+ * rebuilt from the holders. Same answers as a Map<number, number> kept exact.
  */
 class HashIndex {
   /** Slot i: its key at 2i (NaN: empty), its value at 2i + 1 (one cache line for both). */
-  private readonly slots: Float64Array;
+  private slots: Float64Array;
   private readonly mask: number;
   private readonly shift: number;
-  constructor(maxEntries: number) {
+  private size = 0;
+  private readonly limit: number;
+  constructor(
+    maxEntries: number,
+    private readonly holder: Float64Array,
+  ) {
     let bits = 4;
-    while (1 << bits < 2 * maxEntries && bits < 30) bits++;
+    while (1 << bits < 4 * maxEntries && bits < 30) bits++;
     this.slots = new Float64Array(2 << bits).fill(NaN);
     this.mask = (1 << bits) - 1;
     this.shift = 32 - bits;
+    this.limit = (1 << bits) >>> 1;
   }
   private home(h: number): number {
     return Math.imul((h >>> 0) ^ Math.floor(h / 4294967296), 0x9e3779b1) >>> this.shift;
@@ -454,66 +462,51 @@ class HashIndex {
     const slots = this.slots;
     for (let i = this.home(h); ; i = (i + 1) & this.mask) {
       const k = slots[2 * i];
-      if (k === h) return slots[2 * i + 1];
+      if (k === h) {
+        const b = slots[2 * i + 1];
+        return this.holder[b] === h ? b : -1;
+      }
       if (k !== k) return -1;
     }
   }
-  set(h: number, v: number) {
+  /** Block v takes hash h (holder[v] = h) unless a block holds it already; true when it did. */
+  claim(h: number, v: number): boolean {
     const slots = this.slots;
     for (let i = this.home(h); ; i = (i + 1) & this.mask) {
       const k = slots[2 * i];
-      if (k === h || k !== k) {
-        slots[2 * i] = h;
+      if (k === h) {
+        if (this.holder[slots[2 * i + 1]] === h) return false;
         slots[2 * i + 1] = v;
-        return;
+        this.holder[v] = h;
+        return true;
       }
-    }
-  }
-  /** set(h, v) unless h is there already (one probe for get and set); true when it set. */
-  addIfAbsent(h: number, v: number): boolean {
-    const slots = this.slots;
-    for (let i = this.home(h); ; i = (i + 1) & this.mask) {
-      const k = slots[2 * i];
-      if (k === h) return false;
       if (k !== k) {
         slots[2 * i] = h;
         slots[2 * i + 1] = v;
+        this.holder[v] = h;
+        if (++this.size > this.limit) this.rebuild();
         return true;
       }
     }
   }
-  delete(h: number) {
-    const i = this.find(h);
-    if (i >= 0) this.deleteAt(i);
-  }
-  /** delete(h) when h names block v (one probe for get and delete). */
-  deleteIf(h: number, v: number) {
-    const i = this.find(h);
-    if (i >= 0 && this.slots[2 * i + 1] === v) this.deleteAt(i);
-  }
-  private find(h: number): number {
+  /** Keep only the entries whose block still holds their hash. */
+  private rebuild() {
     const slots = this.slots;
-    for (let i = this.home(h); ; i = (i + 1) & this.mask) {
-      const k = slots[2 * i];
-      if (k === h) return i;
-      if (k !== k) return -1;
+    slots.fill(NaN);
+    this.size = 0;
+    const holder = this.holder;
+    for (let b = 0; b < holder.length; b++) {
+      const h = holder[b];
+      if (h !== h) continue;
+      for (let i = this.home(h); ; i = (i + 1) & this.mask) {
+        if (slots[2 * i] !== slots[2 * i]) {
+          slots[2 * i] = h;
+          slots[2 * i + 1] = b;
+          break;
+        }
+      }
+      this.size++;
     }
-  }
-  private deleteAt(i: number) {
-    const slots = this.slots;
-    const mask = this.mask;
-    // Shift later entries of the cluster back so every entry stays reachable from its home slot.
-    for (let j = (i + 1) & mask; ; j = (j + 1) & mask) {
-      const k = slots[2 * j];
-      if (k !== k) break;
-      const home = this.home(k);
-      const stays = i <= j ? i < home && home <= j : i < home || home <= j;
-      if (stays) continue;
-      slots[2 * i] = k;
-      slots[2 * i + 1] = slots[2 * j + 1];
-      i = j;
-    }
-    slots[2 * i] = NaN;
   }
 }
 
@@ -717,7 +710,7 @@ export class SimEngine {
     this.hashOfBlock = new Float64Array(n).fill(NaN);
     this.prev = new Int32Array(n);
     this.next = new Int32Array(n);
-    this.cache = new HashIndex(n);
+    this.cache = new HashIndex(n, this.hashOfBlock);
     for (let b = 0; b < n; b++) this.freeAppend(b);
     this.rng = new Mulberry32(this.cfg.seed ^ 0x5eed);
     this.specRng = new Mulberry32((this.cfg.seed ^ 0x5bec) >>> 0);
@@ -838,10 +831,8 @@ export class SimEngine {
     const b = this.freeHead;
     this.freeRemove(b);
     const h = this.hashOfBlock[b];
-    if (h === h) {
-      this.cache.deleteIf(h, b);
-      this.hashOfBlock[b] = NaN;
-    }
+    // Its hash leaves with it (the index's entry, now stale, no longer counts).
+    if (h === h) this.hashOfBlock[b] = NaN;
     this.refcnt[b] = 1;
     return b;
   }
@@ -871,7 +862,7 @@ export class SimEngine {
       while (req.blockHashes.length <= b) req.blockHashes.push(this.hashAt(req, req.blockHashes.length));
       const h = req.blockHashes[b];
       const blk = req.blocks[b];
-      if (this.hashOfBlock[blk] !== this.hashOfBlock[blk] && this.cache.addIfAbsent(h, blk)) this.hashOfBlock[blk] = h;
+      if (this.hashOfBlock[blk] !== this.hashOfBlock[blk]) this.cache.claim(h, blk);
     }
     if (full > req.numCachedBlocks) req.numCachedBlocks = full;
   }
