@@ -133,6 +133,10 @@ test('a replayed trace on sim: each request leaves at its timestamp ÷ speed, th
     assert.equal(p.contaminated, false);
     // The point is labelled with the rate the trace offers: 3 gaps in 2 s.
     assert.ok(Math.abs(p.rate - 1.5) < 1e-9, `rate ${p.rate}`);
+    // Its facts (and so its findings' diagnostics) sit on the trace line, not on a rate list it has not.
+    const pointFacts = r.facts.filter((f) => 'point' in f && f.point);
+    assert.ok(pointFacts.length > 0);
+    for (const f of pointFacts) assert.deepEqual((f as { at?: unknown }).at, ['trace'], f.kind);
   } finally {
     await s.close();
   }

@@ -12,6 +12,10 @@ import { ciFacts } from '../bench/meanKeys';
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
+/** The cell keys a point's load comes from, most specific first (the first one the cell has). */
+const OPEN_LOAD_KEYS = ['rate', 'rate_schedule', 'trace', 'capacity', 'bench'] as const;
+const CLOSED_LOAD_KEYS = ['concurrency', 'sessions', 'capacity', 'bench'] as const;
+
 export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact[] {
   const c = isObj(cell) ? cell : {};
   const source = 'client';
@@ -30,9 +34,11 @@ export function benchFacts(values: Record<string, unknown>, cell: unknown): Fact
       ...(concurrency !== undefined ? { concurrency } : {}),
       ...(rate !== undefined ? { req_s: rate } : {}),
     };
-    const key = open ? 'rate' : 'concurrency';
-    // A repeated point stands at its load's place in the cell, not at its run's.
-    const at = [key, fin(p.slot) ?? i];
+    // The key that made the point, so its findings sit on that line: a rate or concurrency list
+    // item (a repeated point at its load's place in the cell, not at its run's), else the schedule,
+    // trace or capacity search that generated it.
+    const key = (open ? OPEN_LOAD_KEYS : CLOSED_LOAD_KEYS).find((k) => k in c) ?? (open ? 'rate' : 'concurrency');
+    const at = Array.isArray(c[key]) ? [key, fin(p.slot) ?? i] : [key];
     const common = { point, at, source };
     for (const m of LATENCY_METRICS as readonly LatencyMetric[]) out.push(...latencyFacts(m, p[`${m}_ms`], common));
     const put = (f: Fact | undefined) => f && out.push(f);
