@@ -5,12 +5,16 @@
 import * as path from 'node:path';
 import { factsOutput, tableOutput } from '../engine/outputs';
 import type { CellOutput, Setup } from '../engine/types';
-import type { CellPath, Finding } from '../findings';
+import { runChecks } from '../checks';
+import { createNotebookContext } from '../engine/engine';
+import { checkFacts, factsOf, lastFact, type Fact } from '../facts';
+import type { Finding } from '../findings';
 import { plotOutput } from '../plots/render';
 import { fmtNum } from '../units';
-import { auditFindings, heartbeatMeans, type AuditFindingOptions } from './findings';
+import { heartbeatMeans, windowsOf } from './evidence';
+import { logFacts, metricsSnapshotFacts } from './facts';
 import { resolveAuditInput, type AuditFileLister, type AuditInput } from './inputs';
-import { fetchMetrics, metricsFactsFromText, metricsFindings, type MetricsFacts } from './metrics';
+import { fetchMetrics, metricsFactsFromText, type MetricsFacts } from './metrics';
 import type { AuditFacts } from './parse';
 import { auditFiles, type AuditFileOptions, type AuditTimings } from './read';
 import { timelineSpec } from './plot';
@@ -28,30 +32,39 @@ export { auditChunks, auditFile, auditFiles, auditText, feedFile } from './read'
 export type { AuditTimings } from './read';
 export { buildTimeline, isIdle } from './timeline';
 export type { Segment, Timeline } from './timeline';
-export { auditFindings, interferenceWindows, heartbeatMeans, cite } from './findings';
+export { interferenceWindows, heartbeatMeans, cite, windowsOf } from './evidence';
+export { logFacts, metricsSnapshotFacts } from './facts';
 export { resolveAuditInput } from './inputs';
-export { metricsFactsFromText, metricsFindings, fetchMetrics } from './metrics';
+export { metricsFactsFromText, fetchMetrics } from './metrics';
 export { timelineSpec } from './plot';
 export { generateLog, generateLogFile } from './generate';
 
 export interface AuditOptions extends AuditFileOptions {
+  /** For the findings: the setup the KV pool is predicted from, and the cell's thresholds. */
   setup?: Setup;
   hitThresholdPct?: number;
   kvFullPct?: number;
-  path?: CellPath;
   /** Skip the SVG rendering of the plot (the CLI's --json, perf runs). */
   plot?: boolean;
-  predicted?: AuditFindingOptions['predicted'];
   /** How the logs a path or glob names are found: the host's file service. Default: every path. */
   files?: AuditFileLister;
   /** What the value names, when the caller has resolved it already (through the same file service). */
   input?: AuditInput;
+  /**
+   * Leave the findings to the caller (the audit cell: the engine runs the check rules over the
+   * facts it states). Default: the check rules run here, over the same facts.
+   */
+  findings?: false;
+  /** The log files as the facts name them (relative to the notebook); default each file's basename. */
+  fileNames?: string[];
 }
 
 export interface AuditResult {
   input: AuditInput;
   facts?: AuditFacts;
   metrics?: MetricsFacts;
+  /** What the audit states (facts/schema.ts): what the check rules and later cells read. */
+  stated: Fact[];
   timeline?: Timeline;
   timings?: AuditTimings;
   findings: Finding[];
@@ -59,24 +72,50 @@ export interface AuditResult {
   outputs: CellOutput[];
 }
 
-/** Analyze facts already parsed: timeline, findings, values (no I/O). */
+/**
+ * The findings of an audit that ran outside a notebook (the tests, a script): the check rules over
+ * the facts it states, validated as the engine validates a run's, as an `audit:` cell would get them.
+ */
+export function auditCheckFindings(
+  stated: Fact[],
+  opts: AuditOptions = {},
+  values?: Record<string, unknown>,
+): Finding[] {
+  const { facts, findings } = checkFacts(stated);
+  return [
+    ...findings,
+    ...runChecks({
+      kind: 'audit',
+      cell: { audit: '', hit_threshold: opts.hitThresholdPct, kv_full: opts.kvFullPct },
+      values,
+      facts,
+      setup: opts.setup,
+      notebook: createNotebookContext('.'),
+      cellIndex: 0,
+    }),
+  ];
+}
+
+/** Analyze facts already parsed: timeline, the facts it states, values, findings (no I/O). */
 export function analyzeFacts(
   facts: AuditFacts,
   opts: AuditOptions = {},
-): { timeline: Timeline; findings: Finding[]; values: Record<string, unknown> } {
+): { timeline: Timeline; stated: Fact[]; findings: Finding[]; values: Record<string, unknown> } {
   const timeline = buildTimeline(facts.windows);
-  const findings = auditFindings(facts, timeline, {
-    setup: opts.setup,
-    hitThresholdPct: opts.hitThresholdPct,
-    kvFullPct: opts.kvFullPct,
-    path: opts.path,
-    predicted: opts.predicted,
-  });
-  return { timeline, findings, values: factValues(facts, timeline) };
+  const stated = logFacts(facts, timeline, opts.fileNames);
+  const values = factValues(facts, timeline, stated);
+  const findings = opts.findings === false ? [] : auditCheckFindings(stated, opts, values);
+  return { timeline, stated, findings, values };
+}
+
+/** The log's own mean rate against its busy windows' (the heartbeat rule's evidence), from the facts. */
+function heartbeatOf(stated: Fact[]) {
+  const w = lastFact(stated, 'log-windows');
+  return w ? heartbeatMeans(windowsOf(w), factsOf(stated, 'log-segment')) : undefined;
 }
 
 /** The cell's values: what later cells and checks can use. */
-function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
+function factValues(f: AuditFacts, tl: Timeline, stated: Fact[]): Record<string, unknown> {
   const v = <T>(x: { value: T } | undefined) => (x ? x.value : null);
   return {
     files: f.files.map((x) => x.path),
@@ -106,7 +145,7 @@ function factValues(f: AuditFacts, tl: Timeline): Record<string, unknown> {
     requests: f.access.requests,
     status_codes: f.access.by_status,
     routes: f.access.by_route,
-    heartbeat: heartbeatMeans(f.windows, tl) ?? null,
+    heartbeat: heartbeatOf(stated) ?? null,
     server: f.dialect ?? null,
     weights_unit_note: f.weights_gib?.note ?? null,
     pool_tokens_total: f.pool_tokens?.total ?? null,
@@ -132,11 +171,12 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
   const r = opts.input ? { input: opts.input } : await resolveAuditInput(value, dir, opts.files, opts.signal);
   if (!r.input) throw new Error(r.error);
   const input = r.input;
-  const at = opts.path ?? ['audit'];
   if (input.kind === 'url') {
     const text = await fetchMetrics(input.url, opts.signal);
     const m = metricsFactsFromText(text, input.url);
-    const findings = metricsFindings(m, opts.setup, opts.hitThresholdPct ?? 10, at);
+    const stated = metricsSnapshotFacts(m);
+    const values = { ...m };
+    const findings = opts.findings === false ? [] : auditCheckFindings(stated, opts, values);
     const rows: [string, string][] = [];
     const add = (k: string, x: number | undefined, d = 0, unit = '') =>
       x !== undefined && rows.push([k, `${fmtNum(x, d)}${unit}`]);
@@ -152,8 +192,9 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
     return {
       input,
       metrics: m,
+      stated,
       findings,
-      values: { ...m },
+      values,
       outputs: [
         factsOutput(
           `/metrics snapshot — ${input.url}`,
@@ -164,17 +205,18 @@ export async function runAudit(value: string, dir: string, opts: AuditOptions = 
     };
   }
   const { facts, timings } = await auditFiles(input.paths, opts);
-  const { timeline, findings, values } = analyzeFacts(facts, opts);
+  // Paths relative to the notebook: values and facts are saved in it and must not carry this machine's layout.
+  const files = input.paths.map((p) => path.relative(dir, p) || path.basename(p));
+  const { timeline, stated, findings, values } = analyzeFacts(facts, { ...opts, fileNames: files });
   const outputs = [factsTable(facts, timings, input), segmentsTable(timeline)];
   if (opts.plot !== false && facts.windows.length) {
     const name = input.paths.length === 1 ? path.basename(input.paths[0]) : input.pattern;
     outputs.push(await plotOutput(timelineSpec(facts.windows, timeline, `vLLM log timeline — ${name}`)));
   }
-  // Paths relative to the notebook: values are saved in it and must not carry this machine's layout.
-  const files = input.paths.map((p) => path.relative(dir, p) || path.basename(p));
   return {
     input,
     facts,
+    stated,
     timeline,
     timings,
     findings,

@@ -1,15 +1,11 @@
 /**
  * An audit from a `/metrics` snapshot: the same facts the log gives, from vLLM's counters and
- * gauges. One snapshot holds lifetime totals, so hit rates here are since the server started;
+ * gauges (stated as a metrics-snapshot fact, audit/facts.ts; the check rules make the findings). One snapshot holds lifetime totals, so hit rates here are since the server started;
  * a per-point rate needs two snapshots (the bench cell takes them around each point).
  */
 import { getGlobalDispatcher } from 'undici';
 import { GET_CAPS, getText } from '../bench/client';
 import { parsePrometheusText, pick, snapshotOf } from '../bench/prometheus';
-import type { Setup } from '../engine/types';
-import { finding, type CellPath, type Finding } from '../findings';
-import { kvPool } from '../physics/kvPool';
-import { fmtNum } from '../units';
 import { redactUrl } from '../urls';
 
 export interface MetricsFacts {
@@ -91,60 +87,4 @@ export async function fetchMetrics(url: string, signal?: AbortSignal): Promise<s
   );
   if (res.status !== 200) throw new Error(`GET ${redactUrl(url)} answered ${res.status}: ${res.body.slice(0, 120)}`);
   return res.body;
-}
-
-export function metricsFindings(
-  f: MetricsFacts,
-  setup: Setup | undefined,
-  hitThresholdPct: number,
-  at: CellPath,
-): Finding[] {
-  const out: Finding[] = [];
-  if (f.pool_tokens !== undefined && setup) {
-    const pred = kvPool(setup, {
-      gpuMemoryUtilization:
-        typeof setup.server?.gpu_memory_utilization === 'number' ? setup.server.gpu_memory_utilization : undefined,
-    });
-    const r = f.pool_tokens / pred.pool_tokens;
-    const msg = `KV pool from vllm:cache_config_info (${fmtNum(f.gpu_blocks!, 0)} blocks × ${f.block_size} = ${fmtNum(f.pool_tokens, 0)} tokens) against the prediction's ${fmtNum(pred.pool_tokens, 0)} tokens: ratio ${fmtNum(r, 4)}.`;
-    out.push(
-      Math.abs(r - 1) <= 0.02
-        ? finding('info', 'audit-kv-pool-matches', msg, at)
-        : finding('warning', 'audit-kv-pool-mismatch', msg, at, {
-            fix: 'set gpu_memory_utilization and kv_cache in the setup to what the server ran',
-          }),
-    );
-  }
-  if (f.prefix_hit_pct !== undefined && f.prefix_hit_pct > hitThresholdPct) {
-    out.push(
-      finding(
-        'warning',
-        'audit-prefix-cache-contamination',
-        `Prefix-cache hit rate since the server started: ${fmtNum(f.prefix_hit_pct, 1)}% (${f.prefix_metric}). Measurements on this server were partly served from the cache.`,
-        at,
-        {
-          fix: 'take a snapshot before and after each point and use Δhits/Δqueries per point (the bench cell does); use a fresh seed per point',
-        },
-      ),
-    );
-  }
-  if (f.preemptions)
-    out.push(
-      finding(
-        'warning',
-        'audit-preemptions',
-        `${fmtNum(f.preemptions, 0)} preemptions since the server started (vllm:num_preemptions_total).`,
-        at,
-      ),
-    );
-  if (f.kv_usage_pct !== undefined && f.kv_usage_pct >= 95 && (f.waiting ?? 0) > 0)
-    out.push(
-      finding(
-        'warning',
-        'audit-kv-cache-full',
-        `KV cache at ${fmtNum(f.kv_usage_pct, 1)}% with ${f.waiting} requests waiting at the snapshot.`,
-        at,
-      ),
-    );
-  return out;
 }

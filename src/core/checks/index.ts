@@ -7,6 +7,7 @@
  * measurements.ts; no rule reads a value by its name.
  */
 import { finding, type Finding } from '../findings';
+import { AUDIT_RULES } from './audit';
 import { BENCH_RULES } from './bench';
 import { weightsFit } from './fit';
 import { LATENCY_RULES } from './latency';
@@ -22,6 +23,7 @@ export const RULES: (CheckRule | Rule)[] = [
   ...MEMORY_RULES,
   ...METHOD_RULES,
   ...BENCH_RULES,
+  ...AUDIT_RULES,
   weightsFit,
 ];
 

@@ -41,7 +41,15 @@ const common = {
   source: z.string().optional(),
   /** The unit a person wrote the number in ("GB" in `available_kv: 56.34 GB`), for messages and quick fixes. */
   written_in: z.string().optional(),
+  /**
+   * The server-log lines that printed this fact's numbers, by field ({tokens: 7, available_bytes: 6}):
+   * 1-based, counted across every file an audit read as one timeline (the log fact names the files).
+   */
+  log_lines: z.record(z.string(), z.number().int().min(1)).optional(),
 };
+
+/** A line of a server log: 1-based, counted across every file an audit read as one timeline. */
+const logLine = z.number().int().min(1);
 
 /** A stat string, stored in its one spelling (parseStat in stat.ts says what it means). */
 const stat = z.string().refine((s) => canonicalStat(s) === s, { message: 'a stat: mean, min, max, p50, p95, p99.9 …' });
@@ -107,6 +115,10 @@ const kvPool = z
     bytes: nonNeg.optional(),
     /** "Available KV cache memory" (vLLM), bytes. */
     available_bytes: nonNeg.optional(),
+    /** The pool each tensor-parallel worker printed (an audit of a log where several did), with its line. */
+    workers: z.array(z.object({ tokens: nonNeg, line: logLine }).strict()).optional(),
+    /** How the tokens were worked out when no line printed them (an audit: "blocks × block size"). */
+    derived: z.string().optional(),
     ...common,
   })
   .strict();
@@ -205,6 +217,13 @@ const sampling = z
     top_p: knob.optional(),
     top_k: knob.optional(),
     request_seed: knob.optional(),
+    /** The server's own line about the sampler it chose (an audit), quoted. */
+    text: z.string().optional(),
+    /** Every sampler line of a log (the first eight): the backend each named, and where. */
+    backends: z
+      .array(z.object({ sampler: z.string(), line: logLine }).strict())
+      .max(8)
+      .optional(),
     ...common,
   })
   .strict();
@@ -402,6 +421,175 @@ const ci = z
   })
   .strict();
 
+/**
+ * A server log as an audit read it: the server whose log it is (absent: no line read as one), the
+ * files read as one timeline (oldest first, each with the timeline's number of its first line),
+ * its lines, its stats windows, and how many errors and crashes it held.
+ */
+const log = z
+  .object({
+    kind: z.literal('log'),
+    server: z.enum(['vllm', 'sglang']).optional(),
+    /** The stats line's generation: vLLM's V0 or V1 engine, or SGLang's. */
+    format: z.enum(['v0', 'v1', 'sglang']).optional(),
+    files: z.array(z.object({ path: z.string(), first_line: logLine, lines: nonNeg }).strict()),
+    lines: nonNeg,
+    windows: nonNeg,
+    /** Errors, tracebacks and crashes seen; the first MAX_LOG_CRASHES stand as log-crash facts. */
+    crashes: nonNeg,
+    ...common,
+  })
+  .strict();
+
+/** One column of a log's stats windows; null where the window's line did not print the number. */
+const column = z.array(finite.nullable());
+/**
+ * A log's periodic stats lines, columnar (one entry per window, in order): where each stands, when
+ * (seconds since the log's first timestamp), and what it printed, in the units `units` names.
+ */
+const logWindows = z
+  .object({
+    kind: z.literal('log-windows'),
+    units: z
+      .object({
+        t: z.literal('s'),
+        interval: z.literal('s'),
+        prompt: z.literal('tok/s'),
+        generation: z.literal('tok/s'),
+        kv_usage: z.literal('%'),
+        prefix_hit: z.literal('%'),
+      })
+      .strict(),
+    /** Time between stats lines (the median). */
+    interval: nonNeg,
+    line: z.array(logLine),
+    t: z.array(finite),
+    prompt: column,
+    generation: column,
+    /** Requests running and waiting at the window's tick, and preemptions in the window (counts). */
+    running: column,
+    waiting: column,
+    preemptions: column,
+    kv_usage: column,
+    /** vLLM V1's is rolling over the last 1,000 requests. */
+    prefix_hit: column,
+    ...common,
+  })
+  .strict()
+  .refine(
+    (w) =>
+      [w.t, w.prompt, w.generation, w.running, w.waiting, w.preemptions, w.kv_usage, w.prefix_hit].every(
+        (c) => c.length === w.line.length,
+      ),
+    { message: 'every column must have one entry per window' },
+  );
+
+/**
+ * A run of busy stats windows at one load (a sweep's point, as the log shows it): windows
+ * `first`..`last` of the log-windows fact, why it started (the log's start, after idle time, or a
+ * change in load), its stamps as the log printed them, and its summary in the units `units` names.
+ */
+const logSegment = z
+  .object({
+    kind: z.literal('log-segment'),
+    index: nonNeg,
+    first: nonNeg,
+    last: nonNeg,
+    windows: nonNeg,
+    starts_after: z.enum(['start', 'idle', 'load-change']),
+    start_stamp: z.string(),
+    end_stamp: z.string(),
+    /** Median requests running + waiting: the level the segment was split on. */
+    load: nonNeg,
+    preemptions: nonNeg,
+    /** Mean "Avg generation throughput" over its windows (the log's heartbeat figure). */
+    generation: nonNeg,
+    prefix_hit_max: nonNeg.optional(),
+    units: z.object({ generation: z.literal('tok/s'), prefix_hit_max: z.literal('%') }).strict(),
+    ...common,
+  })
+  .strict();
+
+/**
+ * Lines of a log the audit counts rather than reads: lines not in the server's format, lines that
+ * look informative but are not read, lines too long to read, values that cannot be right, and V0
+ * preemption warnings. `count` is how many; `samples` the first (text quoted only from a server log).
+ */
+export const LOG_LINE_KINDS = ['unknown', 'informative', 'too-long', 'cannot-be-right', 'preemption-warning'] as const;
+const logLineSample = z
+  .object({
+    line: logLine,
+    text: z.string().optional(),
+    /** What the audit made of it ("prefix cache hit rate 340%"). */
+    what: z.string().optional(),
+    /** A preemption warning's cumulative count. */
+    cumulative: nonNeg.optional(),
+  })
+  .strict();
+export const MAX_LOG_LINE_SAMPLES = 8;
+const logLines = z
+  .object({
+    kind: z.literal('log-lines'),
+    what: z.enum(LOG_LINE_KINDS),
+    count: nonNeg,
+    samples: z.array(logLineSample).max(MAX_LOG_LINE_SAMPLES),
+    /** The last one, when it says more than the first (a preemption warning's cumulative count). */
+    last: logLineSample.optional(),
+    /** too-long: the longest line's size, and the size over which a line is skipped unread. */
+    max_bytes: nonNeg.optional(),
+    limit_bytes: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
+/**
+ * A line that says the server failed: out of memory, a KV cache too small for one request, the
+ * engine dead, a traceback or exception, an error line; at startup (it never served) or serving,
+ * and for an out-of-memory at startup what had loaded when it failed.
+ */
+export const LOG_CRASH_KINDS = ['oom', 'kv-too-small', 'engine-dead', 'traceback', 'exception', 'error'] as const;
+export const MAX_LOG_CRASHES = 20;
+const logCrash = z
+  .object({
+    kind: z.literal('log-crash'),
+    crash: z.enum(LOG_CRASH_KINDS),
+    line: logLine,
+    phase: z.enum(['startup', 'serving']),
+    after: z.enum(['nothing', 'weights', 'kv-cache', 'graphs']).optional(),
+    /** The message, cut and redacted; only from a file recognised as a server log. */
+    text: z.string().optional(),
+    ...common,
+  })
+  .strict();
+
+/**
+ * One /metrics snapshot (vLLM's counters and gauges): lifetime totals since the server started.
+ * Hits and queries are counts of prompt tokens; `prefix_hit_rate` a fraction, where only a gauge
+ * said it; `kv_usage` a fraction; running and waiting are requests at the snapshot.
+ */
+const metricsSnapshot = z
+  .object({
+    kind: z.literal('metrics-snapshot'),
+    samples: nonNeg,
+    bad_lines: nonNeg,
+    gpu_blocks: nonNeg.optional(),
+    block_size: nonNeg.optional(),
+    prefix_hits: nonNeg.optional(),
+    prefix_queries: nonNeg.optional(),
+    prefix_hit_rate: nonNeg.optional(),
+    /** The metric names the rate came from ("vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total"). */
+    prefix_metric: z.string().optional(),
+    preemptions: nonNeg.optional(),
+    running: nonNeg.optional(),
+    waiting: nonNeg.optional(),
+    kv_usage: nonNeg.optional(),
+    prompt_tokens: nonNeg.optional(),
+    generation_tokens: nonNeg.optional(),
+    requests_success: nonNeg.optional(),
+    ...common,
+  })
+  .strict();
+
 export const factSchema = z.discriminatedUnion('kind', [
   engine,
   parameter,
@@ -434,6 +622,12 @@ export const factSchema = z.discriminatedUnion('kind', [
   stopped,
   measuredAt,
   ci,
+  log,
+  logWindows,
+  logSegment,
+  logLines,
+  logCrash,
+  metricsSnapshot,
 ]);
 
 export type Fact = z.output<typeof factSchema>;

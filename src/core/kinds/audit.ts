@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { isGlob, resolveAuditInput } from '../audit/inputs';
 import { FileReadError, lookupFile } from '../engine/files';
-import type { AnalyzeContext, KindModule, NotebookContext } from '../engine/types';
+import type { AnalyzeContext, KindModule } from '../engine/types';
 import type { Fact } from '../facts';
 import { fin } from '../facts/make';
 import { CellError, finding, type Finding } from '../findings';
@@ -33,24 +33,11 @@ const schema = z
 
 type Cell = z.output<typeof schema>;
 
-/** The latest `predict: kv-pool` result above this cell, if any. */
-function predictedPool(nb: NotebookContext, cellIndex: number) {
-  let best: { pool_tokens: number; available_kv_gib?: number; label: string; cellIndex?: number } | undefined;
-  for (const [i, r] of nb.results) {
-    if (i >= cellIndex || r.kind !== 'predict: kv-pool' || !r.ok) continue;
-    const t = r.values.pool_tokens;
-    if (typeof t === 'number' && (!best || (best.cellIndex ?? -1) < i))
-      best = {
-        pool_tokens: t,
-        available_kv_gib: typeof r.values.available_kv_gib === 'number' ? r.values.available_kv_gib : undefined,
-        label: `the predict: kv-pool cell${r.name ? ` "${r.name}"` : ''}`,
-        cellIndex: i,
-      };
-  }
-  return best;
-}
-
-/** What an audit states from the server's own startup lines: the KV pool, the weights, the sampler. */
+/**
+ * What an audit saved before facts (its values) states: the KV pool, the weights and the sampler
+ * the server's startup lines printed. A run states these with their log lines, and the log, its
+ * windows, segments and crashes besides (audit/facts.ts).
+ */
 export function auditFacts(values: Record<string, unknown>): Fact[] {
   const source = 'log';
   const out: Fact[] = [];
@@ -158,14 +145,15 @@ export const auditKind: KindModule<Cell> = {
         plot: cell.plot,
         signal: ctx.signal,
         open,
-        predicted: predictedPool(ctx.notebook, ctx.cellIndex),
+        // The engine runs the check rules over the facts the audit states.
+        findings: false,
         onProgress: (read, total) =>
           ctx.progress({
             message: `read ${Math.round(read / 1e6)} of ${Math.round(total / 1e6)} MB`,
             fraction: total ? read / total : undefined,
           }),
       });
-      return { values: res.values, facts: auditFacts(res.values), outputs: res.outputs, findings: res.findings };
+      return { values: res.values, facts: res.stated, outputs: res.outputs };
     } catch (e) {
       if (e instanceof CellError) throw e;
       const msg = (e as Error).message;
