@@ -43,6 +43,34 @@ test('eval --json prints one {kind, name, values, facts, findings} per YAML docu
   assert.ok(Math.abs(floor.ms - 8.03) < 0.005);
 });
 
+test("eval --json prints an audit cell's facts beside its values: the pool with the line that printed it, the stats windows with their units", () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
+  fs.mkdirSync(path.join(dir, 'logs'));
+  fs.copyFileSync(path.join(root, 'test/fixtures/logs/vllm-logs-examples.log'), path.join(dir, 'logs', 'vllm.log'));
+  const f = path.join(dir, 'cells.yaml');
+  fs.writeFileSync(f, 'audit: logs/vllm.log\nplot: false\n');
+  const r = inflab(['eval', f, '--json']);
+  assert.equal(r.status, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  const cell = Array.isArray(out) ? out[0] : out;
+  assert.equal(cell.kind, 'audit');
+  const of = (kind: string) => cell.facts.filter((x: { kind: string }) => x.kind === kind);
+  // The fixture's fourth line is "GPU KV cache size: 410,240 tokens".
+  assert.deepEqual(of('kv-pool')[0].log_lines, { tokens: 4, available_bytes: 3 });
+  assert.equal(of('kv-pool')[0].tokens, cell.values.pool_tokens);
+  const [w] = of('log-windows');
+  assert.equal(w.line.length, cell.values.windows);
+  assert.deepEqual(w.units, {
+    t: 's',
+    interval: 's',
+    prompt: 'tok/s',
+    generation: 'tok/s',
+    kv_usage: '%',
+    prefix_hit: '%',
+  });
+  assert.deepEqual(of('log')[0].files, [{ path: 'logs/vllm.log', first_line: 1, lines: cell.values.lines }]);
+});
+
 test('exit codes: 1 when a cell fails, 2 on a usage error', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
   const f = path.join(dir, 'bad.yaml');
