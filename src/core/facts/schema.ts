@@ -441,8 +441,11 @@ const log = z
   })
   .strict();
 
-/** One column of a log's stats windows; null where the window's line did not print the number. */
-const column = z.array(finite.nullable());
+/**
+ * One column of a log's stats windows; null where the window's line did not print the number.
+ * (zod's number takes finite numbers only: no per-entry refinement over a day's windows.)
+ */
+const column = z.array(z.number().nullable());
 /**
  * A log's periodic stats lines, columnar (one entry per window, in order): where each stands, when
  * (seconds since the log's first timestamp), and what it printed, in the units `units` names.
@@ -462,8 +465,8 @@ const logWindows = z
       .strict(),
     /** Time between stats lines (the median). */
     interval: nonNeg,
-    line: z.array(logLine),
-    t: z.array(finite),
+    line: z.array(z.number().int().min(1)),
+    t: z.array(z.number()),
     prompt: column,
     generation: column,
     /** Requests running and waiting at the window's tick, and preemptions in the window (counts). */
