@@ -47,11 +47,13 @@ import {
   parseFactArgs,
   pickFacts,
   type Fact,
+  type FactOf,
   type Point,
 } from '../facts';
 import { CellError, finding, type CellPath, type Finding } from '../findings';
 import { inkStatus, measuredAtOf, type InkStatus } from '../notebook/ink';
 import { plotOutput } from '../plots/render';
+import type { difference as Difference } from '../stats/ci';
 import { DIMS, GiB, inUnit, parseQuantity, type DimName } from '../units';
 
 const ALL_DIMS = Object.keys(DIMS) as DimName[];
@@ -134,6 +136,8 @@ function literal(v: string | number): Val | undefined {
 interface Picked {
   val: Val;
   fact?: Fact;
+  /** The number is a mean over repeated runs: its spread, in the value's base units (a `ci` fact of its cell). */
+  ci?: Spread;
   /** The facts of the cell the number came from: the context of its check. */
   cellFacts?: readonly Fact[];
 }
@@ -168,6 +172,64 @@ function factOfValue(facts: readonly Fact[], val: Val, index: number | undefined
   return at.length === 1 ? at[0] : undefined;
 }
 
+/** A mean's spread over n runs (base units), at a confidence level. */
+interface Spread {
+  sd: number;
+  n: number;
+  level: number;
+}
+
+/** Base units per one of a ci fact's unit. */
+const CI_SCALE: Record<FactOf<'ci'>['unit'], number> = { ms: 1e-3, 'tok/s': 1, 'req/s': 1 };
+
+const sameLoad = (a: Point | undefined, b: Point | undefined) =>
+  a?.loop === b?.loop && a?.concurrency === b?.concurrency && a?.req_s === b?.req_s && a?.batch === b?.batch;
+
+/** The cell's ci fact over the repeats of `f` (the same stat at the same point), if it has one. */
+function ciOf(f: Fact, facts: readonly Fact[]): FactOf<'ci'> | undefined {
+  return facts.find((c): c is FactOf<'ci'> => {
+    if (c.kind !== 'ci' || !sameLoad(c.point, f.point)) return false;
+    const o = c.of;
+    if (o.kind === 'latency') return f.kind === 'latency' && f.metric === o.metric && f.stat === o.stat;
+    if (o.kind === 'throughput') return f.kind === 'throughput' && f.metric === o.metric;
+    return f.kind === 'request-rate' && f.metric === o.metric;
+  });
+}
+
+/** `f` stating `mean` (its ci's unit) instead of one run's number. */
+function withMean(f: Fact, mean: number): Fact {
+  if (f.kind === 'latency') return { ...f, ms: mean };
+  if (f.kind === 'throughput') return { ...f, tok_s: mean };
+  if (f.kind === 'request-rate') return { ...f, req_s: mean };
+  return f;
+}
+
+/**
+ * A repeated point states its stat once per run and once more as a mean with its interval (a `ci`
+ * fact): a reference reads the mean, with its spread, once per point.
+ */
+function overRepeats(picked: ReturnType<typeof pickFacts>, facts: readonly Fact[]) {
+  const seen = new Set<FactOf<'ci'>>();
+  const out: (ReturnType<typeof pickFacts>[number] & { ci?: Spread })[] = [];
+  for (const p of picked) {
+    const c = ciOf(p.fact, facts);
+    if (!c) {
+      out.push(p);
+      continue;
+    }
+    if (seen.has(c)) continue;
+    seen.add(c);
+    const k = CI_SCALE[c.unit];
+    out.push({
+      ...p,
+      fact: withMean(p.fact, c.mean),
+      value: { ...p.value, base: c.mean * k },
+      ci: { sd: c.sd * k, n: c.n, level: c.level },
+    });
+  }
+  return out;
+}
+
 /** The value of a picked fact: the fact's own number and unit. */
 function valOfFact(v: { base: number; dim?: DimName; unit?: string }): Val {
   return { base: v.base, dim: v.dim, unit: v.unit };
@@ -176,7 +238,7 @@ function valOfFact(v: { base: number; dim?: DimName; unit?: string }): Val {
 /** `CELL.fact(NAME [@ AXIS=X])` against a cell's facts. Throws a message listing what it offers. */
 function resolveFact(text: string, name: string, inner: string, result: CellResult): Resolved {
   const args = parseFactArgs(inner);
-  const picked = pickFacts(result.facts, args.name, args.point);
+  const picked = overRepeats(pickFacts(result.facts, args.name, args.point), result.facts);
   const offers = cellOffers(name, result.facts);
   if (!picked.length) {
     if (!offers.length)
@@ -198,12 +260,19 @@ function resolveFact(text: string, name: string, inner: string, result: CellResu
   const withX = picked.filter((p) => p.x !== undefined);
   if (withX.length >= 2)
     return {
-      list: withX.map((p) => ({ x: p.x!, val: valOfFact(p.value), fact: p.fact, cellFacts: result.facts })),
+      list: withX.map((p) => ({ x: p.x!, val: valOfFact(p.value), fact: p.fact, ci: p.ci, cellFacts: result.facts })),
       xName: withX[0].axis,
     };
   const one = withX[0] ?? picked[picked.length - 1];
   return {
-    scalar: { val: valOfFact(one.value), fact: one.fact, cellFacts: result.facts, key: args.name, cell: result },
+    scalar: {
+      val: valOfFact(one.value),
+      fact: one.fact,
+      ci: one.ci,
+      cellFacts: result.facts,
+      key: args.name,
+      cell: result,
+    },
   };
 }
 
@@ -455,6 +524,10 @@ export interface CompareRow {
   x?: number;
   /** Whether the predicted side was in ink before the measured side ran (notebook/ink.ts). */
   ink: InkStatus;
+  /** Where a side is a mean over repeats: measured − predicted against the noise, in words. */
+  noise?: string;
+  /** The interval for measured − predicted (the row's display unit) and whether it excludes zero. */
+  difference?: { diff: number; lo: number; hi: number; df: number; level: number; unit: string; beyond: boolean };
 }
 
 interface Evaluated {
@@ -482,6 +555,8 @@ function evaluate(
   setup: Setup | undefined,
   cellIndex: number,
   strict: boolean,
+  /** stats/ci.ts's difference, loaded by run: the rows with a mean over repeats are judged against the noise. */
+  diff?: typeof Difference,
 ): Evaluated {
   const tolAll = cell.tolerance?.value ?? DEFAULT_TOLERANCE;
   const out: Evaluated = { rows: [], findings: [], curves: [] };
@@ -532,6 +607,34 @@ function evaluate(
       const ok = Number.isFinite(ratio) && Math.abs(ratio - 1) <= tol + 1e-12;
       return { ratio, ok, verdict: ok ? '✅' : '❌' };
     };
+    /**
+     * Measured − predicted against the noise of the sides that are means over repeats (Welch's
+     * interval when both are; one side's t interval against the other as a fixed number).
+     */
+    const noiseOf = (pk: Picked, pv: Val, mk: Picked, mv: Val): Pick<CompareRow, 'noise' | 'difference'> => {
+      if (!diff || (!pk.ci && !mk.ci) || (pv.dim && mv.dim && pv.dim !== mv.dim)) return {};
+      const est = (k: Picked, v: Val) =>
+        k.ci ? { mean: v.base, sd: k.ci.sd, n: k.ci.n } : { mean: v.base, sd: 0, n: 1 };
+      const level = (mk.ci ?? pk.ci)!.level;
+      const d = diff(est(pk, pv), est(mk, mv), level);
+      if (!d) return {};
+      const like = mv.dim ? mv : pv;
+      const show = (x: number) => fmtVal({ ...like, base: x });
+      const how = pk.ci && mk.ci ? 'Welch' : `t over the ${(mk.ci ?? pk.ci)!.n} runs`;
+      const sign = d.diff > 0 ? '+' : d.diff < 0 ? '−' : '';
+      return {
+        noise: `${d.beyondNoise ? 'beyond the noise' : 'within the noise'}: Δ ${sign}${show(Math.abs(d.diff))} ± ${show(d.half)} (${short(level * 100)}%, ${how})`,
+        difference: {
+          diff: inUnitOf({ ...like, base: d.diff }, like),
+          lo: inUnitOf({ ...like, base: d.lo }, like),
+          hi: inUnitOf({ ...like, base: d.hi }, like),
+          df: d.df,
+          level,
+          unit: unitLabel(like),
+          beyond: d.beyondNoise,
+        },
+      };
+    };
     if (p.scalar && m.scalar) {
       const mv = m.scalar.val;
       const pv = p.scalar.val;
@@ -557,6 +660,7 @@ function evaluate(
         cause: tags([...fs, ...fromCell]),
         tolerance: tol,
         ink: inkAt(m.scalar),
+        ...noiseOf(p.scalar, pvv, m.scalar, mvv),
       });
       return;
     }
@@ -595,6 +699,7 @@ function evaluate(
           tolerance: tol,
           x: mp.x,
           ink: inkAt(mp),
+          ...noiseOf(pp, pp.val, mp, mv),
         });
       }
       if (!m.list.some((mp) => p.list!.some((q) => q.x === mp.x))) {
@@ -714,10 +819,16 @@ export const compareKind: KindModule<Cell> = {
     return evaluate(cell, ctx.notebook, ctx.setup, ctx.cellIndex, false).findings;
   },
   async run(cell, ctx) {
-    const ev = evaluate(cell, ctx.notebook, ctx.setup, ctx.cellIndex, true);
+    // The t quantile's library loads only for a run, and only where a side is a mean over repeats.
+    const repeated = cell.rows.some((r) =>
+      [r.predicted, r.measured].some((v) => typeof v === 'string' && v.includes('.fact(')),
+    );
+    const diff = repeated ? (await import('../stats/ci')).difference : undefined;
+    const ev = evaluate(cell, ctx.notebook, ctx.setup, ctx.cellIndex, true, diff);
     const tol = cell.tolerance?.value ?? DEFAULT_TOLERANCE;
     const pass = ev.rows.filter((r) => r.ok).length;
     const fail = ev.rows.filter((r) => r.ok === false).length;
+    const noisy = ev.rows.some((r) => r.noise);
     const table = tableOutput<CompareRow>(
       `compare ${cell.compare}: ${pass} within, ${fail} outside ±${short(tol * 100)}%`,
       [
@@ -739,9 +850,10 @@ export const compareKind: KindModule<Cell> = {
         },
         { key: 'cause', label: 'cause', align: 'left' },
         { key: 'ink', label: 'ink', align: 'left', fmt: (v: InkStatus) => v.words },
+        ...(noisy ? [{ key: 'noise' as const, label: 'against the noise', align: 'left' as const }] : []),
       ],
       ev.rows,
-      `ratio = measured / predicted; ✅ within ±${short(tol * 100)}%${ev.rows.some((r) => r.tolerance !== tol) ? " (or the row's own tolerance)" : ''}; cause from the physics checks on the measured number; ink: whether the prediction was written down (inked) before its measurement ran`,
+      `ratio = measured / predicted; ✅ within ±${short(tol * 100)}%${ev.rows.some((r) => r.tolerance !== tol) ? " (or the row's own tolerance)" : ''}; cause from the physics checks on the measured number; ink: whether the prediction was written down (inked) before its measurement ran${noisy ? "; against the noise: where a side is a mean over repeats (repeats:), the interval for measured − predicted (Welch's when both sides are), beyond the noise when it excludes zero" : ''}`,
     );
     return {
       values: {
