@@ -224,6 +224,10 @@ await section('serving', "2b. predict: serving at a real trace's scale, and a ca
   log(
     `  calibration loop: ${r.calibration.case}: ${r.calibration.total_wall_s} s wall, ${r.calibration.total_cpu_s} s CPU`,
   );
+  const z = r.lazy_decoding as Record<string, number | boolean | string>;
+  log(
+    `  lazy decoding: ${z.case}: ${z.step_by_step_cpu_s} s CPU step by step, ${z.lazy_cpu_s} s lazily (${z.cpu_ratio}×), figures ${z.identical ? 'identical' : 'DIFFERENT'}`,
+  );
   return r;
 });
 

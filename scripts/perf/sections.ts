@@ -190,6 +190,7 @@ export function servingScale(root: string) {
   return JSON.parse(r.stdout.trim().split('\n').pop()!) as {
     serving: Record<string, number | string | boolean | number[]>;
     calibration: { total_wall_s: number; total_cpu_s: number; case: string; runs: unknown[] };
+    lazy_decoding: Record<string, unknown>;
   };
 }
 

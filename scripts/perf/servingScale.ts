@@ -3,15 +3,24 @@
  * its own): one cell of REQUESTS requests of 2k/1k at concurrency 256, run as a notebook runs it
  * (runCell: slices, progress, yields), with wall and CPU time and the process's peak RSS; then a
  * calibration-style loop: a 4-point sweep (concurrency 1, 8, 32, 128 × 200 requests of 1k/1k)
- * run RUNS times, as a fit over a knob would run it. Prints one JSON line.
+ * run RUNS times, as a fit over a knob would run it; and lazy decoding against the step-by-step
+ * reference on the same point shape (REF_REQUESTS requests, one after the other in this process):
+ * the CPU ratio, and whether every figure came out identical. Prints one JSON line.
  *
- * Environment: PERF_SERVING_REQUESTS (default 100000), PERF_CALIBRATION_RUNS (default 6).
+ * Environment: PERF_SERVING_REQUESTS (default 100000), PERF_CALIBRATION_RUNS (default 6),
+ * PERF_SERVING_REF_REQUESTS (default 5000).
  */
+import { isDeepStrictEqual } from 'node:util';
 import * as os from 'node:os';
+import { findGpu, findModel } from '../../src/core/catalog';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
+import type { Setup } from '../../src/core/engine/types';
+import { SimEngine } from '../../src/core/sim/engine';
+import { LoadRun } from '../../src/core/sim/load';
 
 const REQUESTS = Number(process.env.PERF_SERVING_REQUESTS ?? 100_000);
 const RUNS = Number(process.env.PERF_CALIBRATION_RUNS ?? 6);
+const REF_REQUESTS = Number(process.env.PERF_SERVING_REF_REQUESTS ?? 5000);
 const load = () => os.loadavg().map((x) => Math.round(x * 100) / 100);
 
 const ctx = createNotebookContext(process.cwd(), {});
@@ -62,4 +71,56 @@ const calibration = {
   runs,
   loadavg_after: load(),
 };
-process.stdout.write(JSON.stringify({ serving: bigOut, calibration }) + '\n');
+// Lazy decoding (what the cell ran) against the step-by-step reference, same point, same process.
+const labSetup: Setup = {
+  name: 'lab',
+  gpu: findGpu('a100-sxm4-80gb')!,
+  model: findModel('qwen3-8b')!,
+  weights: 'bf16',
+  kvCache: 'bf16',
+  endpoint: 'sim',
+};
+const point = (stepByStep: boolean) => {
+  const engine = new SimEngine({ setup: labSetup });
+  const c0 = process.cpuUsage();
+  const t0 = performance.now();
+  const load = new LoadRun(engine, {
+    input: 2048,
+    output: 1024,
+    requests: REF_REQUESTS,
+    concurrency: 256,
+    seed: 1,
+    metricsOnly: true,
+    stepByStep,
+  });
+  while (!load.advance(256));
+  const r = load.result();
+  const cpu = process.cpuUsage(c0);
+  return {
+    cpuS: (cpu.user + cpu.system) / 1e6,
+    wallS: (performance.now() - t0) / 1000,
+    figures: {
+      ...r,
+      metrics: load.metrics!.result({ observedInFlight: r.observedInFlight, durationMs: r.durationS * 1000 }),
+    },
+    lazySteps: { ...engine.lazySteps },
+  };
+};
+const before2 = load();
+const ref = point(true);
+const lazy = point(false);
+const lazyDecoding = {
+  case: `${REF_REQUESTS.toLocaleString('en-US')} requests of 2048/1024 tokens at concurrency 256 (A100 defaults), step by step then lazily, one after the other`,
+  step_by_step_cpu_s: Math.round(ref.cpuS * 100) / 100,
+  lazy_cpu_s: Math.round(lazy.cpuS * 100) / 100,
+  step_by_step_wall_s: Math.round(ref.wallS * 100) / 100,
+  lazy_wall_s: Math.round(lazy.wallS * 100) / 100,
+  cpu_ratio: Math.round((ref.cpuS / lazy.cpuS) * 10) / 10,
+  identical: isDeepStrictEqual(ref.figures, lazy.figures),
+  steps: lazy.figures.steps,
+  preemptions: lazy.figures.preemptions,
+  lazy_steps: lazy.lazySteps,
+  loadavg_before: before2,
+  loadavg_after: load(),
+};
+process.stdout.write(JSON.stringify({ serving: bigOut, calibration, lazy_decoding: lazyDecoding }) + '\n');
