@@ -98,6 +98,14 @@ const SHARED_KEYS: KeyDoc[] = [
     description:
       'Where bench cells send requests: the built-in simulated vLLM (`sim`) or a server, e.g. http://localhost:8000.',
   },
+  {
+    key: 'price',
+    type: 'a rental price, e.g. "1.20 $/h" (per GPU), "9.60 $/h per node", or {node: 9.60 $/h}',
+    units: unitsOf('price_rate'),
+    required: false,
+    description:
+      'What renting the setup costs: every throughput then also reads as $ per million tokens ($/h of every GPU / (tok/s × 3,600) × 10^6).',
+  },
 ];
 
 const SETUP_ONLY = new Set(['name', 'setup']);

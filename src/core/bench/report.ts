@@ -337,10 +337,11 @@ function costNote(points: PointResult[], perHour: number): string {
   const cheapest = (ps: PointResult[]) =>
     ps.filter((p) => Number.isFinite(cost(p))).sort((a, b) => cost(a) - cost(b))[0];
   const raw = cheapest(points);
-  let out = `Cost at $${fmtNum(perHour, 2)}/h: ${COST_FORMULA}; within SLO counts the output tokens of requests that met every SLO.`;
+  const slo = points.some((p) => p.metrics.slo_met !== undefined);
+  let out = `Cost at $${fmtNum(perHour, 2)}/h: ${COST_FORMULA}${slo ? '; within SLO counts the output tokens of requests that met every SLO' : ''}.`;
   if (!raw) return out;
   out += ` Cheapest point: ${at(raw)} at ${fmtDollarsPerMtok(cost(raw))}`;
-  if (points.some((p) => p.metrics.slo_met !== undefined)) {
+  if (slo) {
     const ok = cheapest(points.filter((p) => p.metrics.slo_met));
     out += ok
       ? `; cheapest meeting the SLOs: ${at(ok)} at ${fmtDollarsPerMtok(cost(ok))}${ok === raw ? ' (the same point)' : `, ${fmtNum(cost(ok) / cost(raw), 1)}× the cheapest`}`
