@@ -143,3 +143,42 @@ test('several files make one run; a file of no known tool is refused with what w
     fs.rmSync(tmp, { recursive: true, force: true });
   }
 });
+
+test('imported points get the physics checks a bench gets, with the setup in force: an impossible TTFT and TPOT are flagged', async () => {
+  // vLLM bench serve --save-result (summary keys only): 1,000-token prompts at max_concurrency 2,
+  // with a TTFT no A100 can prefill (the floor is 2·8.2 B·1000 / 312 TFLOP/s ≈ 52 ms) and a TPOT
+  // faster than reading Qwen3-8B's bf16 weights once (≈ 16 GB / 2,039 GB/s ≈ 8 ms).
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-import-'));
+  const result = load('vllm-summary-only.json');
+  Object.assign(result, { mean_ttft_ms: 3, median_ttft_ms: 3, std_ttft_ms: 0.5, p99_ttft_ms: 4 });
+  Object.assign(result, { mean_tpot_ms: 2, median_tpot_ms: 2, std_tpot_ms: 0.1, p99_tpot_ms: 2.5 });
+  fs.writeFileSync(path.join(tmp, 'impossible.json'), JSON.stringify(result));
+  fs.copyFileSync(path.join(dir, 'vllm-summary-only.json'), path.join(tmp, 'plausible.json'));
+  const setup = 'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b';
+  const nb = createNotebookContext(tmp, { ...nodeFiles() });
+  assert.ok((await runCell(setup, 0, nb)).ok);
+  const bad = await runCell('import: impossible.json', 1, nb);
+  assert.ok(bad.ok, bad.error?.message);
+  const ttft = bad.findings.find((f) => f.code === 'ttft-below-prefill-floor');
+  assert.ok(ttft, JSON.stringify(bad.findings.map((f) => f.code)));
+  assert.match(
+    ttft.message,
+    /TTFT p50 3 ms at concurrency 2 is below the [\d.]+ ms compute floor .*1,000-token prompt on .*a100-sxm4-80gb/,
+  );
+  assert.deepEqual(ttft.path, ['import'], 'on the import line');
+  assert.ok(
+    bad.findings.some((f) => f.code === 'tpot-below-decode-floor'),
+    JSON.stringify(bad.findings.map((f) => f.code)),
+  );
+  // The same tool's file with possible numbers, and the impossible one with no setup to judge it by: no such finding.
+  const ok = await runCell('import: plausible.json', 2, nb);
+  assert.ok(ok.ok && !ok.findings.some((f) => /floor/.test(f.code)), JSON.stringify(ok.findings.map((f) => f.code)));
+  const alone = await runCell('import: impossible.json', 0, createNotebookContext(tmp, { ...nodeFiles() }));
+  assert.ok(alone.ok && !alone.findings.some((f) => /floor/.test(f.code)));
+  // Several files: each file's findings stand on its own line of the list.
+  const two = await runCell('import: [plausible.json, impossible.json]', 3, nb);
+  assert.deepEqual(
+    two.findings.filter((f) => f.code === 'ttft-below-prefill-floor').map((f) => f.path),
+    [['import', 1]],
+  );
+});

@@ -117,6 +117,8 @@ const ORIGIN: Record<string, Measurement['origin']> = {
   bench: 'bench',
   audit: 'audit',
   predict: 'predict',
+  // Another load generator's result file (kinds/import.ts): measured points, as a bench's are.
+  import: 'bench',
 };
 
 /** The key of the number a fact states, for the facts that are not latencies. */

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { tableOutput } from '../engine/outputs';
 import type { KindModule, NotebookContext } from '../engine/types';
 import { canonicalStat, type Fact, type Point } from '../facts';
-import { CellError, finding, type Finding } from '../findings';
+import { CellError, finding, type CellPath, type Finding } from '../findings';
 import { parseResult } from '../imports/parsers';
 import { readRunFile } from '../workload/files';
 import {
@@ -75,12 +75,13 @@ function pointValues(p: ImportedPoint): Record<string, unknown> {
 }
 
 /** The facts a point states: each latency statistic (vLLM definitions), throughputs, lengths. */
-function pointFacts(p: ImportedPoint, source: string, perHour?: number): Fact[] {
+function pointFacts(p: ImportedPoint, source: string, at: CellPath, perHour?: number): Fact[] {
   const point: Point = {};
   if (p.concurrency !== undefined) point.concurrency = p.concurrency;
   if (p.rate !== undefined) point.req_s = p.rate;
   point.loop = p.rate !== undefined ? 'open' : 'closed';
-  const common = { point, source };
+  // The file's line: the measurement rules (checks/) put their findings there.
+  const common = { point, source, at };
   const out: Fact[] = [];
   for (const m of METRICS)
     for (const [k, v] of Object.entries(p.latency[m] ?? {})) {
@@ -186,7 +187,11 @@ export const importKind: KindModule<Cell> = {
     );
     return {
       values: { tool: runs.map((r) => r.tool).join(', '), points: points.map(pointValues) },
-      facts: runs.flatMap((r) => r.points.flatMap((p) => pointFacts(p, `import: ${r.tool}`, perHour))),
+      facts: runs.flatMap((r, i) =>
+        r.points.flatMap((p) =>
+          pointFacts(p, `import: ${r.tool}`, Array.isArray(cell.import) ? ['import', i] : ['import'], perHour),
+        ),
+      ),
       outputs: [latencyTable, thrTable],
       findings,
     };
