@@ -11,7 +11,7 @@ export const auditSpec: CommandSpec = {
   args: 'LOGFILE|GLOB|URL',
   summary: 'audit a vLLM server log (or a /metrics URL) as an `audit:` cell does',
   options: {
-    json: { type: 'boolean', help: "print the audit cell's {kind, values, findings} as JSON" },
+    json: { type: 'boolean', help: "print the audit cell's {kind, values, facts, findings} as JSON" },
     gpu: {
       type: 'string',
       value: 'ID',

@@ -17,7 +17,7 @@ export const evalSpec: CommandSpec = {
   summary:
     'run each cell of FILE in one context and print its outputs (FILE: YAML documents separated by ---, or a .inflab notebook, which is not written)',
   options: {
-    json: { type: 'boolean', help: 'print one {kind, name, values, findings} per cell as JSON instead' },
+    json: { type: 'boolean', help: 'print one {kind, name, values, facts, findings} per cell as JSON instead' },
   },
 };
 
