@@ -29,7 +29,8 @@ test("the simulated endpoint's log of a three-point sweep audits into three segm
       input: 256,
       output: 64,
       concurrency,
-      durationMs: 4000,
+      // In simulated time (the sweep reports a sped-up simulator in its own time): 4 s of wall a point.
+      durationMs: 12_000,
       seed: { mode: 'fixed', value: 7 },
       scrape: false,
       rttProbes: 1,
