@@ -203,6 +203,33 @@ test('a priced bench on sim shows $/Mtok beside each throughput and goodput, as 
   }
 });
 
+test("a priced bench's verdict table reads each throughput, predicted and measured, as $/Mtok too", async () => {
+  const sims = new SimEndpoints(20);
+  try {
+    const nb = createNotebookContext(os.tmpdir(), { simEndpoint: (s) => sims.url(s) });
+    await runCell('setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nendpoint: sim\nprice: 1.20 $/h\n', 0, nb);
+    const r = await runCell(
+      'bench: sweep\nname: sweep\ninput: 200\noutput: 8\nconcurrency: [1, 4]\nrequests: 8\n',
+      1,
+      nb,
+    );
+    assert.ok(r.ok, r.error?.message);
+    const text = outputText(r);
+    const table = text.slice(text.indexOf('Measured against predicted'));
+    assert.ok(table.length < text.length, 'the bench judged its points against a prediction');
+    type Row = { quantity: string; predicted?: number; measured?: number };
+    const rows = ((r.values.verdict as { rows: Row[] }).rows ?? []).filter((x) => x.quantity === 'output tok/s');
+    assert.ok(rows.length > 0);
+    for (const row of rows)
+      for (const v of [row.predicted, row.measured])
+        if (v !== undefined)
+          assert.ok(table.includes(fmtDollarsPerMtok((1.2 / (v * 3600)) * 1e6)), `${v} tok/s priced`);
+    assert.match(table, /\$ per million output tokens at \$1\.20\/h/);
+  } finally {
+    await sims.close();
+  }
+});
+
 test('what_if on a decode roofline: each alternative priced at its own tok/s and $/h, and what it saves', async () => {
   const roof = 'predict: decode-roofline\ncontext: 2k tokens\nbatch: [1, 64]\n';
   const [, r, fp8, h100] = await run(

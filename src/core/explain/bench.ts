@@ -3,6 +3,7 @@
  * else the latest `predict: serving` above of the same shape and setup, else one the bench runs
  * itself in virtual time (the same engine `predict: serving` uses, with its stated defaults).
  */
+import { setupPricePerHour } from '../cost';
 import type { PredictedCurve } from '../bench/report';
 import type { CellOutput, RunContext } from '../engine/types';
 import { CellError } from '../findings';
@@ -79,7 +80,7 @@ export async function benchVerdict(
   const rows = verdictRows(measured, prediction, tolerance);
   if (!rows.length) return undefined;
   return {
-    output: verdictOutput(rows, prediction, tolerance),
+    output: verdictOutput(rows, prediction, tolerance, setupPricePerHour(ctx.setup!)),
     values: verdictValues(rows, prediction, tolerance),
     prediction,
   };

@@ -4,6 +4,7 @@
  * bench ran itself in virtual time), per point: predicted, measured, ratio, a verdict within the
  * tolerance, and the causes the run's evidence names for a gap (causes.ts). Reads facts only.
  */
+import { dollarsPerMtok, fmtDollarsPerMtok, fmtUsd } from '../cost';
 import { tableOutput } from '../engine/outputs';
 import type { CellOutput, CellResult } from '../engine/types';
 import { factsOf, type Fact, type Loop } from '../facts';
@@ -150,7 +151,17 @@ const num = (v: number | undefined, unit: string) =>
   v === undefined ? '—' : unit === 'tok/s' ? fmtNum(v, v >= 100 ? 0 : 1) : fmtNum(v, v >= 100 ? 0 : v >= 10 ? 1 : 2);
 
 /** The verdict table: one row per point and quantity. */
-export function verdictOutput(rows: VerdictRow[], prediction: Prediction, tolerance = VERDICT_TOLERANCE): CellOutput {
+export function verdictOutput(
+  rows: VerdictRow[],
+  prediction: Prediction,
+  tolerance = VERDICT_TOLERANCE,
+  /** The setup's rental price, $/h: a throughput also reads as $ per million output tokens. */
+  perHour?: number,
+): CellOutput {
+  const priced = (v: number | undefined, r: VerdictRow) =>
+    perHour !== undefined && r.unit === 'tok/s' && v !== undefined
+      ? ` (${fmtDollarsPerMtok(dollarsPerMtok(perHour, v))})`
+      : '';
   const params = parametersOf(prediction.facts);
   const p = (name: string, f: (v: number) => string) => {
     const x = params.get(name);
@@ -174,9 +185,14 @@ export function verdictOutput(rows: VerdictRow[], prediction: Prediction, tolera
         key: 'predicted',
         label: 'predicted',
         align: 'right',
-        fmt: (v, r: VerdictRow) => `${r.interpolated ? '~' : ''}${num(v, r.unit)}`,
+        fmt: (v, r: VerdictRow) => `${r.interpolated ? '~' : ''}${num(v, r.unit)}${priced(v, r)}`,
       },
-      { key: 'measured', label: 'measured', align: 'right', fmt: (v, r: VerdictRow) => num(v, r.unit) },
+      {
+        key: 'measured',
+        label: 'measured',
+        align: 'right',
+        fmt: (v, r: VerdictRow) => `${num(v, r.unit)}${priced(v, r)}`,
+      },
       { key: 'ratio', label: 'ratio', align: 'right', fmt: (v) => (v === undefined ? '—' : `${fmtNum(v, 2)}×`) },
       {
         key: 'ok',
@@ -195,7 +211,7 @@ export function verdictOutput(rows: VerdictRow[], prediction: Prediction, tolera
       },
     ],
     rows,
-    `ratio = measured / predicted; ✅ within ±${fmtNum(tolerance * 100, 0)}%; tok/s, ms. ` +
+    `ratio = measured / predicted; ✅ within ±${fmtNum(tolerance * 100, 0)}%; tok/s, ms${perHour !== undefined ? `; a throughput's $ per million output tokens at ${fmtUsd(perHour)}/h` : ''}. ` +
       `${prediction.origin === 'own' ? 'No serving prediction of this shape above, so the bench ran one itself in virtual time. ' : ''}` +
       `${ink ? `${inkSentence(ink)} ` : ''}` +
       `${assumed ? `The prediction assumed ${assumed}. ` : ''}` +
