@@ -25,6 +25,25 @@ export function readArgFile(arg: string): { file: string; text: string } {
   return { file, text: decodeUtf8(bytes) };
 }
 
+/**
+ * The notebook an argument names, parsed; undefined (with the reason on stderr, for exit 1) when
+ * its file is not a notebook InfLab can open.
+ */
+export function readArgNotebook(
+  arg: string,
+): { file: string; text: string; nb: ReturnType<typeof parseNotebook> } | undefined {
+  try {
+    const { file, text } = readArgFile(arg);
+    return { file, text, nb: parseNotebook(text) };
+  } catch (e) {
+    if (e instanceof NotebookFormatError) {
+      console.error(`${arg}: ${e.message}`);
+      return undefined;
+    }
+    throw e;
+  }
+}
+
 /** A cell to run, with where its source starts in the file (so a finding can say file:line:col). */
 export interface SourceCell {
   /** Index in the notebook (or document number in a YAML file). */

@@ -6,9 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { exportHtml, exportMarkdown } from '../../core/export';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
-import { NotebookFormatError, parseNotebook } from '../../core/notebook/format';
 import { command, type CommandSpec, type Parsed } from '../args';
-import { readArgFile } from '../io';
+import { readArgNotebook } from '../io';
 import { UsageError } from '../usage';
 
 export const exportSpec: CommandSpec = {
@@ -25,18 +24,9 @@ export const exportSpec: CommandSpec = {
 export const exportCommand = command(exportSpec, async ({ values, positionals }: Parsed): Promise<number> => {
   if (positionals.length !== 1 || !!values.html === !!values.md)
     throw new UsageError('give one notebook and one format: inflab export NOTEBOOK --html|--md [--out PATH]');
-  let file: string, nb;
-  try {
-    const read = readArgFile(positionals[0]);
-    file = read.file;
-    nb = parseNotebook(read.text);
-  } catch (e) {
-    if (e instanceof NotebookFormatError) {
-      console.error(`${positionals[0]}: ${e.message}`);
-      return 1;
-    }
-    throw e;
-  }
+  const read = readArgNotebook(positionals[0]);
+  if (!read) return 1;
+  const { file, nb } = read;
   const ext = values.html ? '.html' : '.md';
   const out = path.resolve((values.out as string | undefined) ?? file.replace(/\.inflab$/, '') + ext);
   if (out === file) throw new UsageError(`--out ${values.out} is the notebook itself: name another file`);

@@ -7,11 +7,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
-import { NotebookFormatError, parseNotebook, serializeNotebook } from '../../core/notebook/format';
+import { serializeNotebook } from '../../core/notebook/format';
 import { cellIndexOf, inkCell } from '../../core/notebook/inkCell';
 import { command, type CommandSpec, type Parsed } from '../args';
 import { onInterrupt } from '../interrupt';
-import { cannotWrite, locate, notebookCells, printCellText, readArgFile } from '../io';
+import { cannotWrite, locate, notebookCells, printCellText, readArgNotebook } from '../io';
 import { cliServices } from '../services';
 import { UsageError } from '../usage';
 
@@ -40,17 +40,9 @@ export const inkCommand = command(inkSpec, async ({ values, positionals }: Parse
   if (positionals.length !== 1 || typeof values.cell !== 'string')
     throw new UsageError('give one notebook and the cell to ink: inflab ink NOTEBOOK --cell N|NAME [--out PATH]');
   const display = positionals[0];
-  let file: string, text: string, nb;
-  try {
-    ({ file, text } = readArgFile(positionals[0]));
-    nb = parseNotebook(text);
-  } catch (e) {
-    if (e instanceof NotebookFormatError) {
-      console.error(`${display}: ${e.message}`);
-      return 1;
-    }
-    throw e;
-  }
+  const read = readArgNotebook(display);
+  if (!read) return 1;
+  const { file, text, nb } = read;
   let index: number;
   try {
     index = cellIndexOf(nb, values.cell);

@@ -1,11 +1,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { NotebookFormatError, parseNotebook, serializeNotebook } from '../../core/notebook/format';
+import { serializeNotebook } from '../../core/notebook/format';
 import { runNotebook } from '../../core/notebook/runNotebook';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 import { command, type CommandSpec, type Parsed } from '../args';
 import { cliServices } from '../services';
-import { cannotWrite, locate, notebookCells, printCellText, progressPrinter, readArgFile } from '../io';
+import { cannotWrite, locate, notebookCells, printCellText, progressPrinter, readArgNotebook } from '../io';
 import { UsageError } from '../usage';
 import { onInterrupt } from '../interrupt';
 
@@ -35,17 +35,9 @@ export const runCommand = command(runSpec, async ({ values, positionals }: Parse
   if (positionals.length !== 1)
     throw new UsageError('give one notebook: inflab run NOTEBOOK [--out PATH | --in-place] [--quiet]');
   const display = positionals[0];
-  let file: string, text: string, nb;
-  try {
-    ({ file, text } = readArgFile(positionals[0]));
-    nb = parseNotebook(text);
-  } catch (e) {
-    if (e instanceof NotebookFormatError) {
-      console.error(`${display}: ${e.message}`);
-      return 1;
-    }
-    throw e;
-  }
+  const read = readArgNotebook(display);
+  if (!read) return 1;
+  const { file, text, nb } = read;
   const out = outPath(file, values);
   // A folder that cannot take the file is said before any cell runs, not after an hour of bench.
   const unwritable = cannotWrite(out, { create: true });
