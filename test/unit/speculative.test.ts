@@ -183,6 +183,21 @@ describe('decode-floor checks on a speculative server', () => {
   });
 });
 
+/** An 8-token prompt asking for exactly 300 tokens (ignore_eos), with any extra request fields. */
+function complete300(sim: { url: string; model: string }, extra: Record<string, unknown> = {}) {
+  return fetch(`${sim.url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      model: sim.model,
+      prompt: [1, 2, 3, 4, 5, 6, 7, 8],
+      max_tokens: 300,
+      ignore_eos: true,
+      ...extra,
+    }),
+  });
+}
+
 describe('the simulator decodes speculatively and reports acceptance as vLLM does', () => {
   const specSetup = (): Setup => ({
     name: 'spec',
@@ -230,16 +245,7 @@ describe('the simulator decodes speculatively and reports acceptance as vLLM doe
       });
       try {
         const before = snapshotOf(await (await fetch(`${sim.url}/metrics`)).text());
-        const res = await fetch(`${sim.url}/v1/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({
-            model: sim.model,
-            prompt: [1, 2, 3, 4, 5, 6, 7, 8],
-            max_tokens: 300,
-            ignore_eos: true,
-          }),
-        });
+        const res = await complete300(sim);
         const body = (await res.json()) as { usage: { completion_tokens: number } };
         assert.equal(body.usage.completion_tokens, 300);
         const text = await (await fetch(`${sim.url}/metrics`)).text();
@@ -267,18 +273,7 @@ describe('the simulator decodes speculatively and reports acceptance as vLLM doe
       const count = (text: string, name: string) =>
         Number(new RegExp(`^${name}_count(?:\\{[^}]*\\})? (\\S+)`, 'm').exec(text)?.[1] ?? NaN);
       const before = await (await fetch(`${sim.url}/metrics`)).text();
-      const res = await fetch(`${sim.url}/v1/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          model: sim.model,
-          prompt: [1, 2, 3, 4, 5, 6, 7, 8],
-          max_tokens: 300,
-          ignore_eos: true,
-          stream: true,
-          stream_options: { include_usage: true },
-        }),
-      });
+      const res = await complete300(sim, { stream: true, stream_options: { include_usage: true } });
       const events = (await res.text())
         .split('\n\n')
         .filter((e) => e.startsWith('data: {'))
