@@ -876,6 +876,32 @@ export class SimEngine {
     this.waitingQ.unshift(req);
   }
 
+  /**
+   * Phase 1 for one running request: blocks for its next n tokens, preempting from the end of the
+   * running list until they fit (recompute preemption, as vLLM's scheduler does). Returns how many
+   * it preempted; when r itself was among them it is waiting again and phase 1 stops there.
+   * `lazy`: the victims leave lazy decoding's sets too (lzPreempt).
+   */
+  private allocateOrPreempt(r: SimRequest, n: number, lazy: boolean): number {
+    let preempted = 0;
+    while (!this.allocate(r, n)) {
+      const victim = this.running.pop()!;
+      if (lazy) this.lzPreempt(victim);
+      else this.preempt(victim);
+      preempted++;
+      if (victim === r) break;
+    }
+    return preempted;
+  }
+
+  /** Slot k of this step: request r computes its next n tokens (drafts of them speculative). */
+  private setSlot(k: number, r: SimRequest, n: number, drafts: number) {
+    this.sReq[k] = r;
+    this.sNew[k] = n;
+    this.sStart[k] = r.numComputed;
+    this.sDraft[k] = drafts;
+  }
+
   private recordQuery(q: number, h: number) {
     const i = this.recentN % 1000;
     if (this.recentN >= 1000) {
@@ -897,10 +923,6 @@ export class SimEngine {
    */
   private admitWaiting(ns: number, budget: number): number {
     const cfg = this.cfg;
-    const sReq = this.sReq;
-    const sNew = this.sNew;
-    const sStart = this.sStart;
-    const sDraft = this.sDraft;
     while (this.waitingQ.length && budget > 0 && this.running.length < cfg.maxNumSeqs) {
       const r = this.waitingQ.peek()!;
       // Prefix-cache lookup on full blocks; at least the last token is always computed.
@@ -941,10 +963,7 @@ export class SimEngine {
       r.status = 'running';
       r.runSeq = this.nextRunSeq++;
       this.running.push(r);
-      sReq[ns] = r;
-      sNew[ns] = n;
-      sStart[ns] = computed;
-      sDraft[ns] = 0;
+      this.setSlot(ns, r, n, 0);
       ns++;
       budget -= n;
     }
@@ -997,21 +1016,9 @@ export class SimEngine {
         n += drafts;
       }
       if (n > budget) n = budget;
-      let ok = true;
-      while (!this.allocate(r, n)) {
-        const victim = this.running.pop()!;
-        this.preempt(victim);
-        preempted++;
-        if (victim === r) {
-          ok = false;
-          break;
-        }
-      }
-      if (!ok) break;
-      sReq[ns] = r;
-      sNew[ns] = n;
-      sStart[ns] = r.numComputed;
-      sDraft[ns] = drafts;
+      preempted += this.allocateOrPreempt(r, n, false);
+      if (r.status !== 'running') break;
+      this.setSlot(ns, r, n, drafts);
       ns++;
       budget -= n;
       i++;
@@ -1460,7 +1467,6 @@ export class SimEngine {
     const sReq = this.sReq;
     const sNew = this.sNew;
     const sStart = this.sStart;
-    const sDraft = this.sDraft;
     const bucket = this.lzBuckets[S % BS];
     // Can the steady decoders advance in bulk? The others' demand in schedule order: only the last
     // running request may be cut short by the budget, and none with earlier output may finish its
@@ -1509,10 +1515,7 @@ export class SimEngine {
         if (n <= 0) break;
         this.allocate(r, n);
         if (n === full && r.numOutput > 0) irregular = true;
-        sReq[ns] = r;
-        sNew[ns] = n;
-        sStart[ns] = r.numComputed;
-        sDraft[ns] = 0;
+        this.setSlot(ns, r, n, 0);
         ns++;
         budget -= n;
       }
@@ -1540,23 +1543,11 @@ export class SimEngine {
           n = r === lastOther ? lastN : full;
           if (n <= 0) break;
         }
-        let ok = true;
-        while (!this.allocate(r, n)) {
-          const victim = running.pop()!;
-          this.lzPreempt(victim);
-          preempted++;
-          if (victim === r) {
-            ok = false;
-            break;
-          }
-        }
-        if (!ok) break;
+        preempted += this.allocateOrPreempt(r, n, true);
+        if (r.status !== 'running') break;
         if (r.lz) continue;
         if (n === full && r.numOutput > 0) irregular = true;
-        sReq[ns] = r;
-        sNew[ns] = n;
-        sStart[ns] = r.numComputed;
-        sDraft[ns] = 0;
+        this.setSlot(ns, r, n, 0);
         ns++;
         budget -= n;
       }
