@@ -378,6 +378,17 @@ export interface EngineCounters {
   busyS: number;
 }
 
+const zeroCounters = (): EngineCounters => ({
+  prefixQueries: 0,
+  prefixHits: 0,
+  preemptions: 0,
+  promptTokens: 0,
+  generationTokens: 0,
+  finished: 0,
+  steps: 0,
+  busyS: 0,
+});
+
 /** A FIFO with cheap push, shift and unshift. */
 class Deque<T> {
   private buf: (T | undefined)[] = new Array(16);
@@ -611,16 +622,7 @@ export class SimEngine {
   private freeCount = 0;
   private readonly cache: HashIndex;
 
-  readonly counters: EngineCounters = {
-    prefixQueries: 0,
-    prefixHits: 0,
-    preemptions: 0,
-    promptTokens: 0,
-    generationTokens: 0,
-    finished: 0,
-    steps: 0,
-    busyS: 0,
-  };
+  readonly counters: EngineCounters = zeroCounters();
   /** (queried, hit) tokens of the last 1,000 scheduled requests, for the rolling hit rate vLLM logs. */
   private readonly recentQ = new Float64Array(1000);
   private readonly recentH = new Float64Array(1000);
@@ -1864,16 +1866,7 @@ export class DpEngine {
     return undefined;
   }
   get counters(): EngineCounters {
-    const c: EngineCounters = {
-      prefixQueries: 0,
-      prefixHits: 0,
-      preemptions: 0,
-      promptTokens: 0,
-      generationTokens: 0,
-      finished: 0,
-      steps: 0,
-      busyS: 0,
-    };
+    const c = zeroCounters();
     for (const e of this.replicas) for (const k of Object.keys(c) as (keyof EngineCounters)[]) c[k] += e.counters[k];
     return c;
   }
