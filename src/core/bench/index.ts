@@ -7,8 +7,9 @@
  * TypeScript loader such as tsx, which a worker inherits through execArgv).
  */
 import * as fs from 'node:fs';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import type { Worker } from 'node:worker_threads';
+import { startWorker } from '../host/worker';
 import { redact, redactDeep } from './client';
 import {
   runSweepHere,
@@ -44,29 +45,11 @@ export function resolveWorkerScript(explicit?: string): string | undefined {
 
 class WorkerStartError extends Error {}
 
-function tsxApi(): string | undefined {
-  try {
-    const resolve = (import.meta as unknown as { resolve?: (s: string) => string }).resolve;
-    return resolve ? resolve('tsx/esm/api') : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 function inWorker(script: string, opts: SweepOptions, hooks: RunSweepControl): Promise<SweepResult> {
   return new Promise<SweepResult>((resolve, reject) => {
     let w: Worker;
     try {
-      if (script.endsWith('.ts')) {
-        // Running from source: a worker does not inherit the TypeScript loader's hooks on Node 20,
-        // so the worker registers tsx itself before importing the script.
-        const api = tsxApi();
-        if (!api) throw new Error('no TypeScript loader for the worker');
-        const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(script).href)}); })`;
-        w = new Worker(code, { eval: true, workerData: { options: opts }, execArgv: [] });
-      } else {
-        w = new Worker(script, { workerData: { options: opts } });
-      }
+      w = startWorker(script, { options: opts });
     } catch (e) {
       reject(new WorkerStartError((e as Error).message));
       return;

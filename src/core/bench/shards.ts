@@ -20,8 +20,9 @@
  * 0.85–0.96× the server's; with 8 threads 3–11% and 0.99–1.03×, median TTFT error 1–3 ms.
  */
 import * as fs from 'node:fs';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker, type MessagePort } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import type { MessagePort, Worker } from 'node:worker_threads';
+import { startWorker } from '../host/worker';
 import { createAgent, getText, now, type ClientConfig } from './client';
 import { drawPrompt, runPoint, type PointLoad, type PointRun, type RunPointOptions } from './loadgen';
 import type { RequestRecord } from './metrics';
@@ -70,17 +71,11 @@ function shardScript(explicit?: string): string | undefined {
 }
 
 function spawn(script: string, data: ShardData): Worker {
-  if (!script.endsWith('.ts')) return new Worker(script, { workerData: { shard: data } });
-  // From source (tests, the perf script): the worker registers the TypeScript loader itself.
-  let api: string | undefined;
   try {
-    api = (import.meta as unknown as { resolve?: (s: string) => string }).resolve?.('tsx/esm/api');
-  } catch {
-    api = undefined;
+    return startWorker(script, { shard: data });
+  } catch (e) {
+    throw new ShardStartError((e as Error).message);
   }
-  if (!api) throw new ShardStartError('no TypeScript loader for the load thread');
-  const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(script).href)}); })`;
-  return new Worker(code, { eval: true, workerData: { shard: data }, execArgv: [] });
 }
 
 const split = (total: number, parts: number, k: number) =>

@@ -13,8 +13,9 @@ import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { findGpu, findModel } from '../catalog';
 import type { Setup } from '../engine/types';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
+import type { Worker } from 'node:worker_threads';
+import { startWorker } from '../host/worker';
 import * as fs from 'node:fs';
 import {
   emptyView,
@@ -257,14 +258,7 @@ function workerClock(script: string, init: ClockInit, onMessage: (m: FromClock) 
     const ctl = new Int32Array(new SharedArrayBuffer(8));
     let w: Worker;
     try {
-      if (script.endsWith('.ts')) {
-        // From source (tests, the perf script): a worker does not inherit the TypeScript loader's
-        // hooks on Node 20, so it registers tsx itself before importing the script.
-        const api = (import.meta as unknown as { resolve?: (s: string) => string }).resolve?.('tsx/esm/api');
-        if (!api) throw new Error('no TypeScript loader for the clock thread');
-        const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(script).href)}); })`;
-        w = new Worker(code, { eval: true, workerData: { init, ctl }, execArgv: [] });
-      } else w = new Worker(script, { workerData: { init, ctl } });
+      w = startWorker(script, { init, ctl });
     } catch (e) {
       reject(e as Error);
       return;
