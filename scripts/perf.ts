@@ -14,13 +14,19 @@
  * the simulated endpoint, main thread, there); PERF_NICE (e.g. -15, needs
  * the right to raise priority): run this process and the simulated endpoint's at that nice value, so a
  * busy machine's other jobs stay out of the timing figures (each figure records the load either way).
+ * PERF_MOCK_NICE (default 0): run the client section's mock server that many nice steps below this
+ * process; PERF_CLIENT_CARRIED_ITL_MS (default 100): the ITL of the extra 1,000-stream point at a
+ * rate the machine carries; PERF_VLLM_REQUEST_FUNC (a vLLM checkout's
+ * vllm/benchmarks/lib/endpoint_request_func.py) and PERF_PYTHON (a Python with aiohttp and what that
+ * file imports; default python3): run vLLM's own client on the same mock after each point
+ * (scripts/perf/vllmClient.py) and give the ratio of its whole TTFT error to InfLab's.
  * Run `npm run build` first (npm run perf does).
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { clientAccuracy } from './perf/clientAccuracy';
+import { clientAccuracy, type ClientAccuracy } from './perf/clientAccuracy';
 import {
   activation,
   auditSpeed,
@@ -32,7 +38,7 @@ import {
   vscodeActivation,
   vsixSize,
 } from './perf/sections';
-import { table } from './perf/stats';
+import { r3, table } from './perf/stats';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const only = new Set((process.env.PERF_ONLY ?? 'client,sim,serving,audit,editor').split(',').map((s) => s.trim()));
@@ -55,12 +61,37 @@ if (!fs.existsSync(path.join(root, 'dist/bench-worker.js'))) {
 }
 
 let nice: number | string = os.getPriority();
+/**
+ * With autogroup scheduling (Linux's default on desktops and many VMs) a nice value ranks a process
+ * only against its own session's: another shell's jobs share the cores by group, whatever their nice.
+ * So PERF_NICE sets this session's group too (children and their threads are in it), and the mock
+ * server's nice offset below is relative within the group.
+ */
+let autogroup: string | undefined;
 if (process.env.PERF_NICE) {
   try {
     os.setPriority(Number(process.env.PERF_NICE));
     nice = os.getPriority();
   } catch (e) {
     nice = `${process.env.PERF_NICE} refused (${(e as Error).message}); ran at ${os.getPriority()}`;
+  }
+  try {
+    if (fs.existsSync('/proc/self/autogroup')) {
+      // The group is the session's (the shell that ran this): give its old value back at exit.
+      const was = /nice (-?\d+)/.exec(fs.readFileSync('/proc/self/autogroup', 'utf8'))?.[1];
+      fs.writeFileSync('/proc/self/autogroup', String(Number(process.env.PERF_NICE)));
+      if (was !== undefined)
+        process.on('exit', () => {
+          try {
+            fs.writeFileSync('/proc/self/autogroup', was);
+          } catch {
+            // gone with the process
+          }
+        });
+      autogroup = fs.readFileSync('/proc/self/autogroup', 'utf8').trim();
+    }
+  } catch (e) {
+    autogroup = `refused (${(e as Error).message})`;
   }
 }
 
@@ -75,6 +106,7 @@ const out: Record<string, any> = {
     platform: `${os.platform()} ${os.release()}`,
     loadavg_at_start: load(),
     nice,
+    ...(autogroup ? { autogroup } : {}),
   },
   started: started.toISOString(),
 };
@@ -92,62 +124,138 @@ const section = async (name: string, title: string, fn: () => Promise<any> | any
   };
 };
 
+/** The whole TTFT error decomposed, per point (and vLLM's client beside it when it ran). */
+function decomposition(r: ClientAccuracy): string {
+  const vllm = Array.isArray(r.vllm) ? r.vllm : [];
+  const pq = (x: { p50: number; p99: number }) => `${x.p50} / ${x.p99}`;
+  return table(
+    [
+      'streams',
+      'send side',
+      'server handling',
+      'read side',
+      'whole (vs record)',
+      'issue lag',
+      'cores client / mock',
+      "vLLM's whole",
+      'vLLM ÷ InfLab p50 / p99',
+    ],
+    r.points.map((p) => {
+      const e = p.ttft_error_parts_ms;
+      const v = vllm.find((x) => x.concurrency === p.concurrency);
+      return [
+        p.concurrency,
+        pq(e.wire_in),
+        pq({ p50: r3(e.read_request.p50 + e.server_slip.p50), p99: r3(e.read_request.p99 + e.server_slip.p99) }),
+        pq(e.read_side),
+        pq(e.vs_record),
+        pq(e.client_queue),
+        `${p.cores_busy.client} / ${p.cores_busy.server}`,
+        v ? pq(v.vs_record_ms) : '-',
+        v ? `${v.ratio_to_inflab_p50}× / ${v.ratio_to_inflab_p99}×` : '-',
+      ];
+    }),
+  );
+}
+
+function clientTable(r: ClientAccuracy): string {
+  return table(
+    [
+      'streams',
+      'threads',
+      'chunks/s',
+      'TTFT err p50',
+      'p99',
+      'ITL err p50',
+      '|p99|',
+      'ITL med',
+      'truth',
+      'ratio',
+      'gaps <1ms',
+      'delay p50',
+      'p99',
+      'CPU µs/chunk',
+      'srv TTFT p50',
+    ],
+    r.points.map((p) => [
+      p.concurrency,
+      p.load_threads,
+      p.chunks_per_s,
+      p.ttft_error_ms.p50,
+      p.ttft_error_ms.p99,
+      p.itl_error_ms.p50,
+      p.itl_error_ms.abs_p99,
+      p.itl_median_ms.measured,
+      p.itl_median_ms.truth,
+      p.itl_median_ms.ratio,
+      `${(p.itl_under_1ms_share.measured * 100).toFixed(1)}% (${(p.itl_under_1ms_share.truth * 100).toFixed(1)}%)`,
+      p.chunk_delay_ms.p50,
+      p.chunk_delay_ms.p99,
+      p.cpu_us_per_chunk,
+      p.server.ttft_p50_ms,
+    ]),
+  );
+}
+
+/** Goal: the whole error against the server's record at 1,000 streams, median < 5 ms and p99 < 20 ms. */
+function wholeErrorTarget(r: ClientAccuracy) {
+  const p = r.points.find((x) => x.concurrency === 1000);
+  const e = p?.ttft_error_parts_ms.vs_record;
+  const v = Array.isArray(r.vllm) ? r.vllm.find((x) => x.concurrency === 1000) : undefined;
+  return {
+    itl_ms: r.itl_nominal_ms,
+    whole_p50_ms: e?.p50 ?? NaN,
+    whole_p99_ms: e?.p99 ?? NaN,
+    read_side_p50_ms: p?.ttft_error_parts_ms.read_side.p50 ?? NaN,
+    read_side_p99_ms: p?.ttft_error_parts_ms.read_side.p99 ?? NaN,
+    met: !!e && e.p50 < 5 && e.p99 < 20,
+    vllm_ratio_p50: v?.ratio_to_inflab_p50 ?? null,
+    vllm_ratio_p99: v?.ratio_to_inflab_p99 ?? null,
+    vllm_met: v ? v.ratio_to_inflab_p50 >= 10 && v.ratio_to_inflab_p99 >= 10 : null,
+  };
+}
+
 await section(
   'client',
   '1. bench client accuracy and capacity (mock server: TTFT 50 ms, ITL 10 ms, 64 tokens, own process)',
   async () => {
+    const mockNice = Number(process.env.PERF_MOCK_NICE ?? 0);
     const r = await clientAccuracy(root, {
       concurrency: (process.env.PERF_CLIENT_STREAMS ?? '1,100,500,1000,2000').split(',').map(Number),
       rounds: 3,
       minRequests: 10,
+      mockNice,
       log,
     });
-    log(
-      '\n' +
-        table(
-          [
-            'streams',
-            'threads',
-            'chunks/s',
-            'TTFT err p50',
-            'p99',
-            'ITL err p50',
-            '|p99|',
-            'ITL med',
-            'truth',
-            'ratio',
-            'gaps <1ms',
-            'delay p50',
-            'p99',
-            'CPU µs/chunk',
-            'srv TTFT p50',
-          ],
-          r.points.map((p) => [
-            p.concurrency,
-            p.load_threads,
-            p.chunks_per_s,
-            p.ttft_error_ms.p50,
-            p.ttft_error_ms.p99,
-            p.itl_error_ms.p50,
-            p.itl_error_ms.abs_p99,
-            p.itl_median_ms.measured,
-            p.itl_median_ms.truth,
-            p.itl_median_ms.ratio,
-            `${(p.itl_under_1ms_share.measured * 100).toFixed(1)}% (${(p.itl_under_1ms_share.truth * 100).toFixed(1)}%)`,
-            p.chunk_delay_ms.p50,
-            p.chunk_delay_ms.p99,
-            p.cpu_us_per_chunk,
-            p.server.ttft_p50_ms,
-          ]),
-        ),
-    );
+    log('\n' + clientTable(r));
     log(
       `(ms unless stated; gaps <1ms: share of the client's gaps under 1 ms, chunks read together (the server's own share in brackets); ${os.cpus().length} cores; capacity ${r.capacity_chunks_per_s.toLocaleString('en-US')} chunks/s: ${r.capacity_rule})`,
     );
+    log('\nThe whole TTFT error, decomposed (ms, p50 / p99 of each part):\n' + decomposition(r));
+    // The same 1,000 streams at an ITL the box can carry (10 ms × 1,000 streams asks for 100k chunks/s,
+    // several times what 2 cores can write and read): a decode step of a batch of 1,000 takes about this long.
+    const carriedItl = Number(process.env.PERF_CLIENT_CARRIED_ITL_MS ?? 100);
+    log(`\n  1,000 streams at ITL ${carriedItl} ms (a rate this machine carries):`);
+    const carried = await clientAccuracy(root, {
+      concurrency: [1000],
+      rounds: 3,
+      minRequests: 10,
+      itlMs: carriedItl,
+      mockNice,
+      log,
+    });
+    log(decomposition(carried));
+    const targets = { at_itl_10: wholeErrorTarget(r), at_carried_itl: wholeErrorTarget(carried) };
+    const say = (t: ReturnType<typeof wholeErrorTarget>) =>
+      `ITL ${t.itl_ms} ms: whole error p50 ${t.whole_p50_ms} (< 5), p99 ${t.whole_p99_ms} (< 20): ${t.met ? 'MET' : 'NOT MET'}` +
+      (t.vllm_ratio_p50 !== null
+        ? `; vLLM's ÷ InfLab's ${t.vllm_ratio_p50}× / ${t.vllm_ratio_p99}× (≥ 10×): ${t.vllm_met ? 'MET' : 'NOT MET'}`
+        : '');
+    log(`targets at 1,000 streams: ${say(targets.at_itl_10)}; ${say(targets.at_carried_itl)}`);
     log(
-      `targets at 1,000 streams: median TTFT error ${r.targets.ttft_p50_error_at_1000_ms} ms (≤ 34), ITL median ratio ${r.targets.itl_ratio_at_1000} (0.9–1.1): ${r.targets.met ? 'MET' : 'NOT MET'}`,
+      `(previous target, median TTFT error ≤ 34 ms and ITL median ratio 0.9–1.1: ${r.targets.ttft_p50_error_at_1000_ms} ms, ${r.targets.itl_ratio_at_1000}: ${r.targets.met ? 'MET' : 'NOT MET'})`,
     );
-    return r;
+    return { ...r, carried, whole_error_targets: targets };
   },
 );
 

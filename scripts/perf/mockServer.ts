@@ -7,7 +7,8 @@
  *
  * Built for throughput, so the rig measures the client and not the mock: raw HTTP/1.1 on node:net
  * (keep-alive, chunked transfer encoding, one socket write per chunk), every due chunk of every stream
- * sent from one timer, chunk JSON built by concatenation. Under load it still slips; when a stream
+ * sent from one timer in slices of at most SLICE_MS (so requests are read between them), chunk JSON
+ * built by concatenation. Under load it still slips; when a stream
  * falls more than one ITL behind its schedule it re-anchors instead of bursting.
  *
  * Control over IPC (child_process.fork):
@@ -86,7 +87,7 @@ function pop(): Stream {
 let timer: NodeJS.Timeout | undefined;
 let timerAt = Infinity;
 function arm() {
-  if (!heap.length) return;
+  if (!heap.length || resumeQueued) return;
   const at = heap[0].due;
   if (timer && at >= timerAt) return;
   if (timer) clearTimeout(timer);
@@ -99,12 +100,28 @@ const frame = (s: string) => {
   return `${len.toString(16)}\r\n${s}\r\n`;
 };
 
+/**
+ * How long one tick may write before it lets the loop read sockets. A server that is behind on its
+ * schedule would otherwise write for as long as chunks are due and read no request meanwhile (at
+ * 1,000 streams on 2 cores, a second), and every new request's wait would land in the server's share.
+ */
+const SLICE_MS = 2;
+let resumeQueued = false;
+
 function tick() {
   timer = undefined;
   timerAt = Infinity;
+  resumeQueued = false;
   // Send everything due (a quarter millisecond early at most: timers fire late, never early).
   let now = performance.now();
+  const sliceEnd = now + SLICE_MS;
   for (let guard = 0; heap.length && heap[0].due <= now + 0.25 && guard < 1_000_000; guard++) {
+    if (now > sliceEnd) {
+      // Still behind: read what has come in (poll phase), then carry on (check phase).
+      resumeQueued = true;
+      setImmediate(tick);
+      return;
+    }
     const s = pop();
     if (s.sock.destroyed) continue;
     const last = s.k === s.n - 1;
