@@ -101,6 +101,24 @@ function predictedPool(input: CheckInput) {
   };
 }
 
+/** Within 2% of the prediction a pool matches it. */
+const poolMatches = (ratio: number) => Math.abs(ratio - 1) <= 0.02;
+const SET_WHAT_SERVER_RAN = 'set gpu_memory_utilization and kv_cache in the setup to what the server ran';
+
+/**
+ * The pool's finding, from the log or a /metrics snapshot: it matches the prediction (with the
+ * lines it cites), or it does not, with what to change (by default the setup's knobs).
+ */
+function poolFinding(
+  ratio: number,
+  message: string,
+  more: { cause?: string; fix?: string; related?: RelatedInfo[] } = {},
+): Finding {
+  if (poolMatches(ratio))
+    return finding('info', 'audit-kv-pool-matches', message, AT, more.related ? { related: more.related } : {});
+  return finding('warning', 'audit-kv-pool-mismatch', message, AT, { ...more, fix: more.fix ?? SET_WHAT_SERVER_RAN });
+}
+
 function logKvPool(input: CheckInput, ev: LogEvidence): Finding[] {
   const pool = factsOf(input.facts, 'kv-pool').find((f) => f.source === 'log');
   const files = ev.files;
@@ -164,15 +182,11 @@ function logKvPool(input: CheckInput, ev: LogEvidence): Finding[] {
     if (Math.abs(r - 1) > 0.01)
       selfNote = ` The log's own ${avail.value} GiB gives ${fmtNum(fromAvail, 0)} tokens at ${fmtNum(pred.kv_bytes_per_token, 0)} B/token, ${fmtNum(r, 2)}× off: the KV dtype or the model in the setup is not what the server ran (kv_cache: ${setup.kvCache}).`;
   }
-  if (Math.abs(ratio - 1) <= 0.02) {
+  if (poolMatches(ratio)) {
     out.push(
-      finding(
-        'info',
-        'audit-kv-pool-matches',
-        `KV pool: ${logSide} matches ${predSide}: ratio ${fmtNum(ratio, 4)}.${selfNote}`,
-        AT,
-        { related: rel },
-      ),
+      poolFinding(ratio, `KV pool: ${logSide} matches ${predSide}: ratio ${fmtNum(ratio, 4)}.${selfNote}`, {
+        related: rel,
+      }),
     );
     return out;
   }
@@ -190,18 +204,16 @@ function logKvPool(input: CheckInput, ev: LogEvidence): Finding[] {
   else if (Math.abs(ratio - GIB_IN_GB) <= 0.015 || Math.abs(ratio - 1 / GIB_IN_GB) <= 0.015)
     slip = ` The ratio is 2^30/10^9 = 1.074 (or its inverse): a GB/GiB slip somewhere in the prediction (GB is 10^9 bytes, GiB 2^30).`;
   out.push(
-    finding(
-      'warning',
-      'audit-kv-pool-mismatch',
+    poolFinding(
+      ratio,
       `KV pool: ${logSide} against ${predSide}: ratio ${fmtNum(ratio, 3)} (${ratio > 1 ? '+' : ''}${fmtNum((ratio - 1) * 100, 1)}%).${slip}${selfNote}`,
-      AT,
       {
         cause: slip
           ? 'Mixing GB (10^9) and GiB (2^30) moves a KV-pool prediction by about 7–10%.'
           : 'The prediction assumed a different gpu_memory_utilization, activation peak, weight size or KV dtype than the server measured.',
         fix: slip
           ? 'write the card memory as "80 GiB" (or use the catalog id), and rerun the prediction'
-          : `set gpu_memory_utilization and kv_cache in the setup to what the server ran; the log says weights took ${weights ? `${gibOf(weights.bytes)} GiB` : '(not printed)'}${avail ? ` and ${avail.value} GiB were left for KV` : ''}`,
+          : `${SET_WHAT_SERVER_RAN}; the log says weights took ${weights ? `${gibOf(weights.bytes)} GiB` : '(not printed)'}${avail ? ` and ${avail.value} GiB were left for KV` : ''}`,
         related: rel,
       },
     ),
@@ -217,13 +229,7 @@ function snapshotKvPool(input: CheckInput, s: FactOf<'metrics-snapshot'>): Findi
   const pred = kvPool(setup, { gpuMemoryUtilization: poolKnobs(setup).util });
   const r = tokens / pred.pool_tokens;
   const msg = `KV pool from vllm:cache_config_info (${fmtNum(s.gpu_blocks, 0)} blocks × ${s.block_size} = ${fmtNum(tokens, 0)} tokens) against the prediction's ${fmtNum(pred.pool_tokens, 0)} tokens: ratio ${fmtNum(r, 4)}.`;
-  return [
-    Math.abs(r - 1) <= 0.02
-      ? finding('info', 'audit-kv-pool-matches', msg, AT)
-      : finding('warning', 'audit-kv-pool-mismatch', msg, AT, {
-          fix: 'set gpu_memory_utilization and kv_cache in the setup to what the server ran',
-        }),
-  ];
+  return [poolFinding(r, msg)];
 }
 
 export const auditKvPool: CheckRule = {
