@@ -33,6 +33,7 @@ import {
   type DimName,
   type Quantity,
 } from './units';
+import { numberOf } from './values';
 
 /** Keys whose bare numbers carry a unit by convention. */
 const BARE_TOKENS = new Set([
@@ -176,7 +177,7 @@ function implications(
       out.push(
         `prefill floor: **${fmtNum(prefillFloorSimple(s, v) * 1e3, 1)} ms** (2·params·N/peak); stricter count ${fmtNum(prefillFloorStrict(s, v).seconds * 1e3, 1)} ms`,
       );
-      const pool = kvPool(s, { gpuMemoryUtilization: num(s.server?.gpu_memory_utilization) });
+      const pool = kvPool(s, { gpuMemoryUtilization: numberOf(s.server?.gpu_memory_utilization) });
       out.push(
         `the predicted KV pool (${fmtNum(pool.pool_tokens, 0)} tokens) holds ${fmtNum(Math.floor(pool.pool_tokens / v), 0)} sequences of this length`,
       );
@@ -277,11 +278,4 @@ function tokensOf(v: unknown): number | undefined {
   if (typeof v !== 'string' && typeof v !== 'number') return undefined;
   const r = parseQuantity(v, { dims: ['tokens'], bare: 'tokens' });
   return r.ok ? r.quantity.value : undefined;
-}
-
-function num(v: unknown): number | undefined {
-  if (typeof v === 'number') return v;
-  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number')
-    return (v as { value: number }).value;
-  return undefined;
 }

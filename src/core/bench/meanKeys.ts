@@ -6,8 +6,7 @@
 import type { Fact, Point } from '../facts';
 import { canonicalStat, type LatencyMetric } from '../facts/stat';
 import { fin } from '../facts/make';
-
-const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+import { isObj } from '../values';
 
 /** What a mean is of: a latency stat, a token rate or a request rate, with the key it is written under. */
 export interface MeanTarget {

@@ -8,8 +8,7 @@ import { canonicalStat, metricKey } from '../facts/stat';
 import { DEFAULT_LEVEL, meanCi } from '../stats/ci';
 import { LATENCIES, RATES, type MeanTarget } from './meanKeys';
 import { fin } from '../facts/make';
-
-const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+import { isObj } from '../values';
 
 /** One interval: the mean is the value beside it. */
 export interface CiValue {

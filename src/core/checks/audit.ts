@@ -18,6 +18,7 @@ import {
 } from '../audit/evidence';
 import { DTYPE_BYTES } from '../catalog/types';
 import type { Setup } from '../engine/types';
+import { serverNumber } from '../kinds/predictShared';
 import { factAbove, factsOf, lastFact, type FactOf } from '../facts';
 import { finding, type CellPath, type Finding, type RelatedInfo } from '../findings';
 import { BLOCK_SIZE, kvPool } from '../physics/kvPool';
@@ -77,11 +78,7 @@ const gibOf = (bytes: number) => bytes / GiB;
 
 /** The setup's knobs the pool prediction takes. */
 function poolKnobs(setup: Setup): { util?: number; maxLen?: number } {
-  const srv = setup.server ?? {};
-  const util = typeof srv.gpu_memory_utilization === 'number' ? srv.gpu_memory_utilization : undefined;
-  const ml = srv.max_model_len as { value?: unknown } | undefined;
-  const maxLen = ml && typeof ml.value === 'number' ? ml.value : undefined;
-  return { util, maxLen };
+  return { util: serverNumber(setup, 'gpu_memory_utilization'), maxLen: serverNumber(setup, 'max_model_len') };
 }
 
 /** The latest `predict: kv-pool` cell above, whose pool the log is weighed against instead of recomputing it. */

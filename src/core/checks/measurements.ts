@@ -12,6 +12,7 @@ import { pointWords, statQuantile, type Fact, type LatencyMetric } from '../fact
 import type { CellPath } from '../findings';
 import { DIMS, type Quantity } from '../units';
 import type { CheckInput } from './types';
+import { isObj } from '../values';
 
 export type MKey =
   | 'per_user'
@@ -91,7 +92,6 @@ export function tail(m: Measurement, metric: LatencyMetric): Latency | undefined
 }
 
 /** A plain object (not null, not an array). */
-export const isObj = (x: unknown): x is Record<string, any> => typeof x === 'object' && x !== null && !Array.isArray(x);
 const isQty = (x: unknown): x is Quantity => isObj(x) && typeof x.value === 'number' && isObj(x.dims);
 
 function num(x: unknown): number | undefined {

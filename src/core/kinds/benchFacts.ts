@@ -9,8 +9,7 @@ import { costFacts } from '../cost';
 import { fin, latencyFacts, statsOf } from '../facts/make';
 import { LATENCY_METRICS, type LatencyMetric } from '../facts/stat';
 import { ciFacts } from '../bench/meanKeys';
-
-const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+import { isObj } from '../values';
 
 /** The cell keys a point's load comes from, most specific first (the first one the cell has). */
 const OPEN_LOAD_KEYS = ['rate', 'rate_schedule', 'trace', 'capacity', 'bench'] as const;

@@ -34,7 +34,7 @@
 import { z } from 'zod';
 import { causeTag, runChecks } from '../checks';
 import { gib, short, time } from '../checks/common';
-import { isObj } from '../checks/measurements';
+import { isObj } from '../values';
 import { tableOutput } from '../engine/outputs';
 import { nearestFirst, quantity } from '../engine/schema';
 import type { AnalyzeContext, CellOutput, CellResult, KindModule, NotebookContext, Setup } from '../engine/types';

@@ -33,6 +33,7 @@ import { peakWords } from './predictShared';
 import { loadCellWorkload, plannerFor, replayRate } from '../workload/cell';
 import { meanLength, type RequestPlanner } from '../workload/plan';
 import { lengthSpec, workloadKeys } from '../workload/spec';
+import { isObj } from '../values';
 
 const schema = z
   .object({
@@ -163,8 +164,6 @@ export interface ServingPoint {
 
 const ms = (v: number) => (Number.isFinite(v) ? fmtNum(v, v < 10 ? 2 : 1) : '—');
 const pct = (v: number) => `${fmtNum(100 * v, 1)}%`;
-
-const isObj = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 
 /**
  * What a serving prediction states: the predicted throughput curve (what a bench plot draws as the

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { Setup } from '../engine/types';
 import { computePeakInfo } from '../physics';
 import { fmtIn, parseQuantity } from '../units';
+import { numberOf } from '../values';
 
 /** A fraction written as a number in (0, 1] or a percentage: `0.9`, `90%`. */
 export const fraction = z.union([z.number(), z.string()]).transform((v, ctx): number => {
@@ -29,10 +30,7 @@ export const fraction = z.union([z.number(), z.string()]).transform((v, ctx): nu
 /** A knob a setup cell carried (numbers, or quantities parsed by the setup schema). */
 export function serverNumber(setup: Setup | undefined, key: string): number | undefined {
   const v = setup?.server?.[key];
-  if (typeof v === 'number' && Number.isFinite(v)) return v;
-  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number')
-    return (v as { value: number }).value;
-  return undefined;
+  return typeof v === 'number' && !Number.isFinite(v) ? undefined : numberOf(v);
 }
 
 /** "Qwen3-8B bf16 (KV bf16) on a100-sxm4-80gb" */

@@ -25,6 +25,7 @@ import { BLOCK_SIZE, kvPool, type KvPool } from '../physics/kvPool';
 import { draftPassSeconds, perPosition, type Acceptance, type Draft } from '../physics/speculative';
 import { findModel } from '../catalog';
 import { Mulberry32 } from './rng';
+import { numberOf } from '../values';
 
 /** The block size as a module constant (read in the hot loops). */
 const BS: number = BLOCK_SIZE;
@@ -127,9 +128,9 @@ function speculativeOfSetup(setup: Setup): SpeculativeConfig | undefined {
   if (!v || typeof v.k !== 'number' || !(v.k >= 1)) return undefined;
   const a = v.acceptance;
   const acc: Acceptance =
-    typeof a === 'number' || Array.isArray(a) ? (a as Acceptance) : (knob(a) ?? SPECULATIVE_DEFAULT_ACCEPTANCE);
+    typeof a === 'number' || Array.isArray(a) ? (a as Acceptance) : (numberOf(a) ?? SPECULATIVE_DEFAULT_ACCEPTANCE);
   const model = typeof v.draft === 'string' ? findModel(v.draft) : undefined;
-  const params = knob((v.draft as { params?: unknown } | undefined)?.params);
+  const params = numberOf((v.draft as { params?: unknown } | undefined)?.params);
   return {
     k: Math.floor(v.k),
     perPosition: perPosition(Math.floor(v.k), acc),
@@ -137,19 +138,13 @@ function speculativeOfSetup(setup: Setup): SpeculativeConfig | undefined {
   };
 }
 
-function knob(v: unknown): number | undefined {
-  if (typeof v === 'number') return v;
-  if (v && typeof v === 'object' && typeof (v as { value?: unknown }).value === 'number')
-    return (v as { value: number }).value;
-  return undefined;
-}
-
 /** Fill every option from the setup (its server knobs) and the defaults. */
 function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const { setup } = opts;
   const srv = setup.server ?? {};
-  const util = opts.gpuMemoryUtilization ?? knob(srv.gpu_memory_utilization) ?? ENGINE_DEFAULTS.gpuMemoryUtilization;
-  const maxModelLen = Math.floor(opts.maxModelLen ?? knob(srv.max_model_len) ?? setup.model.maxPosition);
+  const util =
+    opts.gpuMemoryUtilization ?? numberOf(srv.gpu_memory_utilization) ?? ENGINE_DEFAULTS.gpuMemoryUtilization;
+  const maxModelLen = Math.floor(opts.maxModelLen ?? numberOf(srv.max_model_len) ?? setup.model.maxPosition);
   const pool = kvPool(setup, { gpuMemoryUtilization: util, maxModelLen });
   const m = setup.model;
   // Several GPUs: one GPU's share of the reads and FLOPs (stepShape); the pipeline's stages run
@@ -160,9 +155,9 @@ function resolveEngineConfig(opts: EngineOptions): EngineConfig {
   const served = vllmServerDefaults(setup.gpu);
   const cfg: EngineConfig = {
     setup,
-    maxNumSeqs: Math.floor(opts.maxNumSeqs ?? knob(srv.max_num_seqs) ?? served.maxNumSeqs),
+    maxNumSeqs: Math.floor(opts.maxNumSeqs ?? numberOf(srv.max_num_seqs) ?? served.maxNumSeqs),
     maxNumBatchedTokens: Math.floor(
-      opts.maxNumBatchedTokens ?? knob(srv.max_num_batched_tokens) ?? served.maxNumBatchedTokens,
+      opts.maxNumBatchedTokens ?? numberOf(srv.max_num_batched_tokens) ?? served.maxNumBatchedTokens,
     ),
     maxModelLen,
     prefixCaching:
