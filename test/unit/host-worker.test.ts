@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { pathToFileURL } from 'node:url';
 import { test } from 'node:test';
 import { bundleExecArgv, startWorker } from '../../src/core/host/worker';
 
@@ -33,6 +35,25 @@ test('bundleExecArgv drops a TypeScript loader in every spelling and keeps every
     ],
   );
   assert.deepEqual(bundleExecArgv([]), []);
+});
+
+test('a bundled worker starts under process-wide Node flags a worker may not be given (--max-old-space-size, --expose-gc)', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-worker-'));
+  try {
+    const js = path.join(dir, 'w.cjs');
+    fs.writeFileSync(js, "require('node:worker_threads').parentPort.postMessage('up');\n");
+    const here = pathToFileURL(path.resolve('src/core/host/worker.ts')).href;
+    const code = `import(${JSON.stringify(here)}).then(({ startWorker }) => { const w = startWorker(${JSON.stringify(js)}, {}); w.on('message', (m) => { console.log(m); w.terminate(); }); })`;
+    // Under tsx (the loader is dropped, so the rest is given explicitly) and process-wide flags.
+    const r = spawnSync(process.execPath, ['--max-old-space-size=512', '--expose-gc', '--import', 'tsx', '-e', code], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), 'up');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('a bundled worker started from a tsx parent runs without tsx; a .ts one gets it registered', async () => {

@@ -44,7 +44,19 @@ function tsxApi(): string | undefined {
  * (a worker does not inherit the loader's hooks on Node 20); throws when no loader is found.
  */
 export function startWorker(script: string, workerData: unknown): Worker {
-  if (!script.endsWith('.ts')) return new Worker(script, { workerData, execArgv: bundleExecArgv() });
+  if (!script.endsWith('.ts')) {
+    // Inherit the flags unless there is a loader to drop: a flag given explicitly that a worker may
+    // not take (--max-old-space-size, --title, --expose-gc: the process's own) makes the constructor
+    // throw, where inherited it is quietly left to the process.
+    const argv = bundleExecArgv();
+    if (argv.length === process.execArgv.length) return new Worker(script, { workerData });
+    try {
+      return new Worker(script, { workerData, execArgv: argv });
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e;
+      return new Worker(script, { workerData });
+    }
+  }
   const api = tsxApi();
   if (!api) throw new Error(`no TypeScript loader to run ${script} in a worker thread`);
   const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(script).href)}); })`;
