@@ -1,36 +1,110 @@
-/** The CLI from source as a child process (tsx), with what it prints and its exit code. */
-import { spawn } from 'node:child_process';
+/**
+ * The CLI as a child process, as a user runs it: the bundle the package ships (dist/cli.js, built
+ * by buildCli) or the source through tsx (no build step); what it printed and its exit code.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** Node's arguments that start the CLI: the built bundle, or the source (tsx resolved here, so any working directory does). */
+const ENTRY = {
+  dist: [path.join(ROOT, 'dist/cli.js')],
+  source: ['--import', import.meta.resolve('tsx'), path.join(ROOT, 'src/cli/main.ts')],
+};
+
+/** No API key from the developer's shell reaches a CLI under test (a test that wants one passes it in env). */
+const NO_KEYS = { INFLAB_API_KEY: '', OPENAI_API_KEY: '' };
+
+/** Build dist/ (`before(buildCli)` in a file that runs the bundle); a failing build fails the file. */
+export function buildCli(): void {
+  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(b.status, 0, b.stderr);
+}
+
+export interface CliBytes {
+  code: number | null;
+  stdout: Buffer;
+  stderr: Buffer;
+}
 
 export interface CliRun {
   code: number | null;
   stdout: string;
   stderr: string;
+  /** Both streams as they came, interleaved (for a message). */
+  printed: string;
 }
 
-/** `inflab ARGS`; `preload` are node flags before the CLI (e.g. `--import` of a fault injector). */
-export function runInflabSource(
-  args: string[],
-  o: { env?: Record<string, string>; preload?: string[]; killAfterMs?: number } = {},
-): Promise<CliRun> {
+export interface SpawnOptions {
+  /** The working directory (the repository's root by default). */
+  cwd?: string;
+  /** The child's whole environment (this process's by default). */
+  env?: NodeJS.ProcessEnv;
+  /** SIGKILL after this long (60 s by default). */
+  killAfterMs?: number;
+  /** Called after each chunk with everything printed so far (both streams) and the child (to signal it). */
+  onOutput?: (printed: string, child: ChildProcess) => void;
+}
+
+/** A command as a child process, with its output as bytes. */
+export function spawnBytes(cmd: string, args: string[], o: SpawnOptions = {}): Promise<CliBytes & { printed: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(
-      process.execPath,
-      [...(o.preload ?? []), '--import', 'tsx', path.join(ROOT, 'src/cli/main.ts'), ...args],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...o.env } },
-    );
+    const p = spawn(cmd, args, { cwd: o.cwd ?? ROOT, env: o.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    p.stdout.on('data', (b) => out.push(b));
-    p.stderr.on('data', (b) => err.push(b));
+    let printed = '';
+    const take = (to: Buffer[]) => (b: Buffer) => {
+      to.push(b);
+      printed += b;
+      o.onOutput?.(printed, p);
+    };
+    p.stdout.on('data', take(out));
+    p.stderr.on('data', take(err));
     const timer = setTimeout(() => p.kill('SIGKILL'), o.killAfterMs ?? 60_000);
     p.on('error', reject);
     p.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
+      resolve({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err), printed });
     });
   });
+}
+
+/** A command as a child process, with its output as text. */
+export async function spawnText(cmd: string, args: string[], o: SpawnOptions = {}): Promise<CliRun> {
+  const r = await spawnBytes(cmd, args, o);
+  return { code: r.code, stdout: r.stdout.toString('utf8'), stderr: r.stderr.toString('utf8'), printed: r.printed };
+}
+
+export interface CliOptions extends Omit<SpawnOptions, 'env'> {
+  /** From source (tsx) instead of dist/cli.js. */
+  source?: boolean;
+  /** Added to this process's environment (after the API keys are emptied). */
+  env?: NodeJS.ProcessEnv;
+  /** Node flags before the CLI (e.g. `--import` of a fault injector). */
+  node?: string[];
+}
+
+/** Node's argument list for `inflab ARGS`. */
+export const inflabArgv = (args: string[], o: { source?: boolean; node?: string[] } = {}) => [
+  ...(o.node ?? []),
+  ...ENTRY[o.source ? 'source' : 'dist'],
+  ...args,
+];
+
+const cliEnv = (env: NodeJS.ProcessEnv | undefined) => ({ ...process.env, ...NO_KEYS, ...env });
+
+/** `inflab ARGS`: the bundle (buildCli first) unless `source`. */
+export function runInflab(args: string[], o: CliOptions = {}): Promise<CliRun> {
+  return spawnText(process.execPath, inflabArgv(args, o), { ...o, env: cliEnv(o.env) });
+}
+
+/** The same, synchronously: spawnSync's result (status, stdout, stderr). */
+export function runInflabSync(
+  args: string[],
+  o: Pick<CliOptions, 'source' | 'cwd' | 'env'> = {},
+): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, inflabArgv(args, o), { cwd: o.cwd ?? ROOT, encoding: 'utf8', env: cliEnv(o.env) });
 }

@@ -5,7 +5,7 @@
  * has no \r off a terminal, and --json is checked before the run and written atomically.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -13,49 +13,24 @@ import { after, before, test } from 'node:test';
 import { analyzeCells } from '../../src/core/engine/engine';
 import { keysOfKind } from '../../src/core/complete';
 import { benchSweepKind } from '../../src/core/kinds/bench';
+import { buildCli, ROOT, runInflab } from '../support/cli';
 import { startScriptedServer, type ScriptedServer } from '../support/scriptedServer';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const cli = path.join(root, 'dist/cli.js');
 let server: ScriptedServer;
 
 before(async () => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
+  buildCli();
   server = await startScriptedServer({ ttftMs: 5, itlMs: 1, model: 'qwen3-8b' });
 });
 after(() => server.close());
-
-/** The CLI as a child process; the scripted server in this one keeps answering while it runs. */
-function inflab(
-  args: string[],
-  opts: { env?: NodeJS.ProcessEnv; node?: string[] } = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [...(opts.node ?? []), cli, ...args], {
-      cwd: root,
-      env: { ...process.env, INFLAB_API_KEY: '', OPENAI_API_KEY: '', ...opts.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (b) => (stdout += b));
-    p.stderr.on('data', (b) => (stderr += b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+// The CLI runs as a child process (runInflab, not spawnSync): the scripted server in this one keeps answering while it runs.
 
 const real = () => ['--endpoint', server.url, '--gpu', 'a100-sxm4-80gb', '--model', 'qwen3-8b'];
 const small = ['--input', '16', '--output', '4', '--scrape', 'false'];
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-bench-cli-'));
 
 test('bench --help exits 0 and lists every key of the bench cell, from its schema', async () => {
-  const r = await inflab(['bench', '--help']);
+  const r = await runInflab(['bench', '--help']);
   assert.equal(r.code, 0, r.stderr);
   const keys = keysOfKind(benchSweepKind).filter((k) => !['name', 'setup'].includes(k.key));
   assert.ok(keys.length > 15);
@@ -85,12 +60,12 @@ test('bad values: exit 2 with the cell schema message, before any request; a cel
     const cell = ['bench: sweep', 'input: 16', 'output: 4', cellKey === 'concurrency' ? '' : base.concurrency, yaml]
       .filter(Boolean)
       .join('\n');
-    const [, fs] = analyzeCells(['setup: s\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', cell], root);
+    const [, fs] = analyzeCells(['setup: s\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b', cell], ROOT);
     const err = fs.find((f) => f.severity === 'error' && f.path[0] === cellKey);
     assert.ok(err, `the cell refuses ${yaml}: ${JSON.stringify(fs)}`);
     const args = ['bench', ...real(), ...small, flag, value];
     if (flag !== '--concurrency') args.push('--concurrency', '1');
-    const r = await inflab(args);
+    const r = await runInflab(args);
     assert.equal(r.code, 2, `${flag} ${value}: ${r.stdout}${r.stderr}`);
     const msg = err.message.replace(new RegExp(`^${cellKey}: `), '').replace(/^stop_above: /, '');
     assert.ok(r.stderr.includes(`${flag}: ${msg}`), `${flag} ${value}:\n${r.stderr}\nwanted: ${msg}`);
@@ -100,7 +75,7 @@ test('bad values: exit 2 with the cell schema message, before any request; a cel
 });
 
 test('an endpoint without a scheme, --duration with --requests, and a real endpoint without --model are usage errors', async () => {
-  const noScheme = await inflab([
+  const noScheme = await runInflab([
     'bench',
     '--endpoint',
     '127.0.0.1:8000',
@@ -117,7 +92,7 @@ test('an endpoint without a scheme, --duration with --requests, and a real endpo
     noScheme.stderr,
     /--endpoint: endpoint "127\.0\.0\.1:8000" has no scheme: write "http:\/\/127\.0\.0\.1:8000"/,
   );
-  const both = await inflab([
+  const both = await runInflab([
     'bench',
     ...real(),
     ...small,
@@ -130,7 +105,7 @@ test('an endpoint without a scheme, --duration with --requests, and a real endpo
   ]);
   assert.equal(both.code, 2);
   assert.match(both.stderr, /--duration: Give "requests:" or "duration:" per point, not both/);
-  const noModel = await inflab(['bench', '--endpoint', server.url, ...small, '--concurrency', '1']);
+  const noModel = await runInflab(['bench', '--endpoint', server.url, ...small, '--concurrency', '1']);
   assert.equal(noModel.code, 2);
   assert.match(noModel.stderr, /give --gpu ID and --model ID/);
 });
@@ -139,7 +114,7 @@ test('top_p, top_k, percentiles and an SLO from flags reach the run; progress of
   const d = tmp();
   const json = path.join(d, 'run.json');
   const first = server.requests.length;
-  const r = await inflab([
+  const r = await runInflab([
     'bench',
     ...real(),
     ...small,
@@ -161,7 +136,7 @@ test('top_p, top_k, percentiles and an SLO from flags reach the run; progress of
   // An SLO key is METRIC_STAT: the schema says so, with what to write.
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /"ttft_fast" is not an SLO: write METRIC_STAT/);
-  const ok = await inflab([
+  const ok = await runInflab([
     'bench',
     ...real(),
     ...small,
@@ -212,7 +187,7 @@ test('top_p, top_k, percentiles and an SLO from flags reach the run; progress of
 test('--json into a missing folder: exit 2 before any request, the folder named', async () => {
   const before = server.requests.length;
   const missing = path.join(tmp(), 'no', 'such', 'run.json');
-  const r = await inflab(['bench', ...real(), ...small, '--concurrency', '1', '--json', missing]);
+  const r = await runInflab(['bench', ...real(), ...small, '--concurrency', '1', '--json', missing]);
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /the folder .*such does not exist: create it first/);
   assert.equal(server.requests.length, before, 'nothing was sent');
@@ -223,8 +198,8 @@ test('--json on a full disk (injected ENOSPC) leaves the previous file byte-iden
   const json = path.join(d, 'run.json');
   const previous = JSON.stringify({ inflab: { note: 'yesterday' }, pad: 'x'.repeat(10_000) }) + '\n';
   fs.writeFileSync(json, previous);
-  const r = await inflab(['bench', ...real(), ...small, '--concurrency', '1', '--requests', '2', '--json', json], {
-    node: ['--import', path.join(root, 'test/support/enospc.mjs')],
+  const r = await runInflab(['bench', ...real(), ...small, '--concurrency', '1', '--requests', '2', '--json', json], {
+    node: ['--import', path.join(ROOT, 'test/support/enospc.mjs')],
     env: { INFLAB_TEST_ENOSPC_DIR: d },
   });
   assert.equal(r.code, 1, r.stdout + r.stderr);
@@ -246,7 +221,17 @@ test('--json on a real full disk (a 64 KiB tmpfs) leaves the previous file byte-
     // The previous result takes most of the disk: the new one (several KiB) cannot fit beside it.
     const previous = JSON.stringify({ pad: 'y'.repeat(56 * 1024) }) + '\n';
     fs.writeFileSync(json, previous);
-    const r = await inflab(['bench', ...real(), ...small, '--concurrency', '1,2', '--requests', '4', '--json', json]);
+    const r = await runInflab([
+      'bench',
+      ...real(),
+      ...small,
+      '--concurrency',
+      '1,2',
+      '--requests',
+      '4',
+      '--json',
+      json,
+    ]);
     assert.equal(r.code, 1, r.stdout + r.stderr);
     assert.match(r.stderr, /could not save .*run\.json: ENOSPC/);
     assert.equal(fs.readFileSync(json, 'utf8'), previous);

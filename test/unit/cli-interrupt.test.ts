@@ -4,20 +4,14 @@
  * finished points, marked partial, or, with none finished, its previous outputs.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { before, test } from 'node:test';
 import { parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
+import { buildCli, runInflab } from '../support/cli';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const cli = path.join(root, 'dist/cli.js');
-
-before(() => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
-});
+before(buildCli);
 
 const saved = (text: string) => [{ items: [{ mime: 'text/plain', data: text }] }];
 const ran = { executionOrder: 7, success: true, startTime: 1_700_000_000_000, endTime: 1_700_000_001_000 };
@@ -60,31 +54,20 @@ const NB: Notebook = {
 };
 
 /** Run in place; send SIGINT once `when` matches what it has printed; resolve on exit. */
-function runAndInterrupt(file: string, when: RegExp): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [cli, 'run', file, '--in-place'], {
-      cwd: path.dirname(file),
-      env: { ...process.env, INFLAB_API_KEY: '', INFLAB_SIM_SPEED: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let sent = false;
-    const watch = (b: Buffer) => {
-      out += b;
-      if (!sent && when.test(out)) {
+async function runAndInterrupt(file: string, when: RegExp): Promise<{ code: number | null; out: string }> {
+  let sent = false;
+  const r = await runInflab(['run', file, '--in-place'], {
+    cwd: path.dirname(file),
+    env: { INFLAB_SIM_SPEED: '' },
+    killAfterMs: 90_000,
+    onOutput: (printed, child) => {
+      if (!sent && when.test(printed)) {
         sent = true;
-        p.kill('SIGINT');
+        child.kill('SIGINT');
       }
-    };
-    p.stdout.on('data', watch);
-    p.stderr.on('data', watch);
-    const timer = setTimeout(() => p.kill('SIGKILL'), 90_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, out });
-    });
+    },
   });
+  return { code: r.code, out: r.printed };
 }
 
 /** The file as written, with the cells that ran put back as they were: equal to the input byte for byte? */

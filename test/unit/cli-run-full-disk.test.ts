@@ -13,7 +13,7 @@ import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { serializeNotebook, type Notebook } from '../../src/core/notebook/format';
-import { runInflabSource } from '../support/cli';
+import { runInflab } from '../support/cli';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-full-disk-'));
@@ -40,7 +40,7 @@ const NB: Notebook = {
 };
 
 const inflab = (args: string[], env: Record<string, string> = {}, preload: string[] = []) =>
-  runInflabSource(args, { env, preload });
+  runInflab(args, { source: true, env, node: preload });
 
 test('inflab run --in-place on a full disk (injected ENOSPC) leaves the notebook byte-identical, with a message', async () => {
   const d = freshDir();

@@ -1,26 +1,12 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { before, test } from 'node:test';
 import { parseNotebook, serializeNotebook } from '../../src/core/notebook/format';
+import { buildCli, ROOT, runInflabSync } from '../support/cli';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const cli = path.join(root, 'dist/cli.js');
-
-before(() => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
-});
-
-function inflab(args: string[], cwd = root) {
-  return spawnSync(process.execPath, [cli, ...args], {
-    cwd,
-    encoding: 'utf8',
-    env: { ...process.env, INFLAB_API_KEY: '' },
-  });
-}
+before(buildCli);
 
 test('eval --json prints one {kind, name, values, facts, findings} per YAML document', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
@@ -29,7 +15,7 @@ test('eval --json prints one {kind, name, values, facts, findings} per YAML docu
     f,
     'setup: lab\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\n---\npredict: decode-roofline\ncontext: 1k tokens\nbatch: [1, 64]\n',
   );
-  const r = inflab(['eval', f, '--json']);
+  const r = runInflabSync(['eval', f, '--json']);
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   assert.equal(out.length, 2);
@@ -46,10 +32,10 @@ test('eval --json prints one {kind, name, values, facts, findings} per YAML docu
 test("eval --json prints an audit cell's facts beside its values: the pool with the line that printed it, the stats windows with their units", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
   fs.mkdirSync(path.join(dir, 'logs'));
-  fs.copyFileSync(path.join(root, 'test/fixtures/logs/vllm-logs-examples.log'), path.join(dir, 'logs', 'vllm.log'));
+  fs.copyFileSync(path.join(ROOT, 'test/fixtures/logs/vllm-logs-examples.log'), path.join(dir, 'logs', 'vllm.log'));
   const f = path.join(dir, 'cells.yaml');
   fs.writeFileSync(f, 'audit: logs/vllm.log\nplot: false\n');
-  const r = inflab(['eval', f, '--json']);
+  const r = runInflabSync(['eval', f, '--json']);
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout);
   const cell = Array.isArray(out) ? out[0] : out;
@@ -75,10 +61,10 @@ test('exit codes: 1 when a cell fails, 2 on a usage error', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-cli-'));
   const f = path.join(dir, 'bad.yaml');
   fs.writeFileSync(f, 'predict: decode-roofline\ncontext: 1k tokens\n');
-  assert.equal(inflab(['eval', f]).status, 1);
-  assert.equal(inflab(['frobnicate']).status, 2);
-  assert.equal(inflab(['run']).status, 2);
-  assert.equal(inflab(['eval', path.join(dir, 'missing.yaml')]).status, 2);
+  assert.equal(runInflabSync(['eval', f]).status, 1);
+  assert.equal(runInflabSync(['frobnicate']).status, 2);
+  assert.equal(runInflabSync(['run']).status, 2);
+  assert.equal(runInflabSync(['eval', path.join(dir, 'missing.yaml')]).status, 2);
 });
 
 test('run executes a notebook and writes outputs; the input is untouched with --out', () => {
@@ -93,7 +79,7 @@ test('run executes a notebook and writes outputs; the input is untouched with --
   });
   fs.writeFileSync(nbFile, original);
   const out = path.join(dir, 'out', 'n.executed.inflab');
-  const r = inflab(['run', nbFile, '--out', out]);
+  const r = runInflabSync(['run', nbFile, '--out', out]);
   assert.equal(r.status, 0, r.stdout + r.stderr);
   assert.equal(fs.readFileSync(nbFile, 'utf8'), original);
   const executed = parseNotebook(fs.readFileSync(out, 'utf8'));

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { createNotebookContext, runCell } from '../../src/core/engine/engine';
 import type { CellResult } from '../../src/core/engine/types';
 import { nodeFiles } from '../../src/core/host/files';
-import { runInflabSource } from '../support/cli';
+import { runInflab } from '../support/cli';
 import { dollarsPerMtok, fmtDollarsPerMtok, parsePrice } from '../../src/core/cost';
 import { factName } from '../../src/core/facts';
 import { SimEndpoints } from '../../src/core/sim/endpoints';
@@ -382,25 +382,30 @@ test('imported results and typed-in records read as $/Mtok under a priced setup'
 });
 
 test('inflab bench --price: the sweep on sim reads as $/Mtok; a price without its unit is a usage error saying what to write', async () => {
-  const ok = await runInflabSource([
-    'bench',
-    '--endpoint',
-    'sim',
-    '--price',
-    '1.20 $/h',
-    '--input',
-    '100',
-    '--output',
-    '8',
-    '--concurrency',
-    '1',
-    '--requests',
-    '4',
-  ]);
+  const ok = await runInflab(
+    [
+      'bench',
+      '--endpoint',
+      'sim',
+      '--price',
+      '1.20 $/h',
+      '--input',
+      '100',
+      '--output',
+      '8',
+      '--concurrency',
+      '1',
+      '--requests',
+      '4',
+    ],
+    { source: true },
+  );
   assert.equal(ok.code, 0, ok.stderr);
   assert.match(ok.stdout, /out tok\/s\s+\$\/M out tok\s+\$\/M tok \(in\+out\)/);
   assert.match(ok.stdout, /Cost at \$1\.20\/h: \$ per M tokens = /);
-  const bad = await runInflabSource(['bench', '--endpoint', 'sim', '--price', '1.20', '--concurrency', '1']);
+  const bad = await runInflab(['bench', '--endpoint', 'sim', '--price', '1.20', '--concurrency', '1'], {
+    source: true,
+  });
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /--price: price 1\.2 needs a unit: write "1\.2 \$\/h" \(per GPU\)/);
 });

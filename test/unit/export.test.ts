@@ -4,7 +4,6 @@
  * re-run of unchanged deterministic cells exports the same bytes. The CLI command writes both.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -12,8 +11,7 @@ import { before, test } from 'node:test';
 import { exportHtml, exportMarkdown, inert } from '../../src/core/export';
 import { parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
 import { runNotebook } from '../../src/core/notebook/runNotebook';
-
-const root = path.resolve(import.meta.dirname, '../..');
+import { buildCli, runInflabSync } from '../support/cli';
 
 const NB: Notebook = {
   cells: [
@@ -103,13 +101,11 @@ test('inert strips scripts, handlers and network references from saved outputs',
 });
 
 test('inflab export --html and --md write the page, and the Markdown with its plots beside it', () => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
+  buildCli();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-export-'));
   const file = path.join(dir, 'day4.inflab');
   fs.writeFileSync(file, serializeNotebook(first));
-  const cli = (args: string[]) =>
-    spawnSync(process.execPath, [path.join(root, 'dist/cli.js'), ...args], { cwd: dir, encoding: 'utf8' });
+  const cli = (args: string[]) => runInflabSync(args, { cwd: dir });
   const h = cli(['export', file, '--html']);
   assert.equal(h.status, 0, h.stderr);
   assert.equal(

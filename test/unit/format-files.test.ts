@@ -3,7 +3,6 @@
  * refuses a corrupt notebook with the message, exit 1 and the file byte-identical.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -11,6 +10,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { writeFileAtomic } from '../../src/core/notebook/atomicWrite';
 import { parseNotebook, serializeNotebook, type Notebook } from '../../src/core/notebook/format';
+import { inflabArgv, runInflab, spawnText } from '../support/cli';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-files-'));
@@ -25,36 +25,16 @@ const freshDir = () => {
 };
 const leftovers = (dir: string) => fs.readdirSync(dir).filter((f) => f.endsWith('.tmp'));
 
-function run(
-  cmd: string,
-  args: string[],
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const p = spawn(cmd, args, {
-      cwd: opts.cwd ?? ROOT,
-      env: { ...process.env, ...opts.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    p.stdout.on('data', (b) => out.push(b));
-    p.stderr.on('data', (b) => err.push(b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 60_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8') });
-    });
-  });
-}
-
 /** The real CLI, from source (no build step needed): `inflab ARGS`. */
-const CLI = ['--import', 'tsx', path.join(ROOT, 'src/cli/main.ts')];
-const inflab = (args: string[], opts?: { env?: NodeJS.ProcessEnv }) => run(process.execPath, [...CLI, ...args], opts);
+const inflab = (args: string[]) => runInflab(args, { source: true });
 /** The same, with a file-size limit (RLIMIT_FSIZE, in KiB): every write past it fails with EFBIG. */
 const inflabLimited = (kib: number, args: string[]) =>
-  run('bash', ['-c', `ulimit -f ${kib} && exec "$0" "$@"`, process.execPath, ...CLI, ...args]);
+  spawnText('bash', [
+    '-c',
+    `ulimit -f ${kib} && exec "$0" "$@"`,
+    process.execPath,
+    ...inflabArgv(args, { source: true }),
+  ]);
 
 // ---------------------------------------------------------------- atomic write
 
@@ -90,7 +70,7 @@ test('a write that fails part-way (file size limit: EFBIG) leaves the original b
       `try { writeFileAtomic(${JSON.stringify(f)}, 'y'.repeat(4 << 20)); console.log('WROTE'); }\n` +
       `catch (e) { console.log('CODE=' + e.code); console.log('MESSAGE=' + e.message); }\n`,
   );
-  const r = await run('bash', ['-c', `ulimit -f 256 && exec "$0" --import tsx "$1"`, process.execPath, script]);
+  const r = await spawnText('bash', ['-c', `ulimit -f 256 && exec "$0" --import tsx "$1"`, process.execPath, script]);
   assert.match(r.stdout, /CODE=EFBIG/, r.stdout + r.stderr);
   assert.match(r.stdout, /MESSAGE=could not save .*nb\.inflab: EFBIG.*the file on disk was left as it was/);
   assert.equal(fs.readFileSync(f, 'utf8'), original, 'original bytes intact');

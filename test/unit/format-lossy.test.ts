@@ -11,7 +11,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
-import { runInflabSource } from '../support/cli';
+import { runInflab } from '../support/cli';
 import {
   MAX_DEPTH,
   NotebookFormatError,
@@ -157,7 +157,7 @@ test('what a double holds exactly, the same key in different objects and nesting
 
 // ---------------------------------------------------------------- the CLI
 
-const run = (args: string[]) => runInflabSource(args);
+const run = (args: string[]) => runInflab(args, { source: true });
 
 /** A CLI command in this process, with what it prints captured. */
 async function inProcess(

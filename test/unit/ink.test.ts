@@ -4,7 +4,6 @@
  * real file keeps that original and adds a revision.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -14,22 +13,12 @@ import { factsOf } from '../../src/core/facts';
 import { inkAfterRun, inkStatus, inputsHash, type Ink } from '../../src/core/notebook/ink';
 import { runNotebook } from '../../src/core/notebook/runNotebook';
 import { SimEndpoints } from '../../src/core/sim/endpoints';
+import { buildCli, ROOT, runInflabSync } from '../support/cli';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const cli = path.join(root, 'dist/cli.js');
-
-before(() => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
-});
+before(buildCli);
 
 /** The built CLI in `dir` (the simulated endpoint sped up for the cells that bench). */
-const cliArgs = (dir: string, ...args: string[]) =>
-  spawnSync(process.execPath, [cli, ...args], {
-    cwd: dir,
-    encoding: 'utf8',
-    env: { ...process.env, INFLAB_API_KEY: '', INFLAB_SIM_SPEED: '50' },
-  });
+const cliArgs = (dir: string, ...args: string[]) => runInflabSync(args, { cwd: dir, env: { INFLAB_SIM_SPEED: '50' } });
 
 const run = (file: string) => cliArgs(path.dirname(file), 'run', file, '--in-place');
 
@@ -261,7 +250,7 @@ test('a compare row and the bench verdict say whether each prediction was inked 
 });
 
 test('the VS Code command "InfLab: Ink this prediction" is in the manifest, on the cell toolbar, and registered', () => {
-  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8'));
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
   const cmd = pkg.contributes.commands.find((c: { command: string }) => c.command === 'inflab.inkCell');
   assert.deepEqual([cmd?.category, cmd?.title], ['InfLab', 'Ink this prediction']);
   assert.ok(
@@ -270,7 +259,7 @@ test('the VS Code command "InfLab: Ink this prediction" is in the manifest, on t
     ),
   );
   // Every command the manifest declares is registered by the extension host (the shim stands in until then).
-  const host = fs.readFileSync(path.join(root, 'src/vscode/extension.ts'), 'utf8');
+  const host = fs.readFileSync(path.join(ROOT, 'src/vscode/extension.ts'), 'utf8');
   for (const c of pkg.contributes.commands as { command: string }[])
     assert.ok(host.includes(`registerCommand('${c.command}'`), `${c.command} is registered in src/vscode/extension.ts`);
 });

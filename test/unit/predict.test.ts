@@ -1,6 +1,5 @@
 /** The predict kinds run through the engine, as a notebook or `inflab eval` runs them. */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -8,8 +7,8 @@ import { test } from 'node:test';
 import { analyzeCells, createNotebookContext, runCell } from '../../src/core/engine/engine';
 import { MIME } from '../../src/core/engine/outputs';
 import type { CellResult } from '../../src/core/engine/types';
+import { runInflabSync } from '../support/cli';
 
-const root = path.resolve(import.meta.dirname, '../..');
 const SETUP = 'setup: day4\ngpu: a100-sxm4-80gb\nmodel: qwen3-8b\nweights: bf16\nkv_cache: bf16\n';
 
 async function run(...cells: string[]): Promise<CellResult[]> {
@@ -249,11 +248,7 @@ test('roofline: roofs, ridge, and decode and prefill operating points', async ()
 });
 
 test('`inflab eval examples/predict.yaml --json` prints the check values', () => {
-  const r = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', 'src/cli/main.ts', 'eval', 'examples/predict.yaml', '--json'],
-    { cwd: root, encoding: 'utf8', env: { ...process.env, INFLAB_API_KEY: '' } },
-  );
+  const r = runInflabSync(['eval', 'examples/predict.yaml', '--json'], { source: true });
   assert.equal(r.status, 0, r.stderr);
   const out = JSON.parse(r.stdout) as { kind: string; name: string | null; values: Record<string, any> }[];
   const by = (n: string) => out.find((c) => c.name === n)!.values;

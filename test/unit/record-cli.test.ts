@@ -3,22 +3,16 @@
  * path into the record cell, and the compare cell's verdict rows with their causes.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { before, test } from 'node:test';
+import { buildCli, ROOT, runInflabSync } from '../support/cli';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const cli = path.join(root, 'dist/cli.js');
-
-before(() => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
-});
+before(buildCli);
 
 function evalJson(file: string) {
-  const r = spawnSync(process.execPath, [cli, 'eval', file, '--json'], { cwd: root, encoding: 'utf8' });
+  const r = runInflabSync(['eval', file, '--json']);
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout) as {
     kind: string;
@@ -56,7 +50,7 @@ test('eval --json: a100/qwen3-8b setup, record day4 with prompt 1000 tokens and 
 });
 
 test('eval --json on examples/record-compare.yaml: the record finding, and the compare verdicts with causes', () => {
-  const out = evalJson(path.join(root, 'examples/record-compare.yaml'));
+  const out = evalJson(path.join(ROOT, 'examples/record-compare.yaml'));
   const rec = out.find((c) => c.kind === 'record' && c.name === 'day4')!;
   assert.deepEqual(
     rec.findings.map((f) => [f.code, f.path]),

@@ -10,12 +10,10 @@
  * (secrets-inprocess.test.ts does the same through services.getApiKey and progress updates.)
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { parseNotebook, serializeNotebook } from '../../src/core/notebook/format';
 import {
   benchNotebook,
@@ -31,11 +29,10 @@ import {
   walk,
   type Targets,
 } from '../support/plantedKey';
+import { inflabArgv, spawnBytes } from '../support/cli';
 import { startScriptedServer } from '../support/scriptedServer';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-secrets-'));
-const TSX = import.meta.resolve('tsx');
 
 let t: Targets;
 before(async () => {
@@ -46,26 +43,14 @@ after(async () => {
   fs.rmSync(TMP, { recursive: true, force: true });
 });
 
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: Buffer; stderr: Buffer }> {
-  return new Promise((resolve, reject) => {
-    // Run in the temporary folder, so that anything written beside the working directory is searched too.
-    const p = spawn(process.execPath, ['--import', TSX, path.join(ROOT, 'src/cli/main.ts'), ...args], {
-      cwd: TMP,
-      env: { ...env, OPENAI_API_KEY: '', INFLAB_SIM_SPEED: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const out: Buffer[] = [];
-    const err: Buffer[] = [];
-    p.stdout.on('data', (b) => out.push(b));
-    p.stderr.on('data', (b) => err.push(b));
-    const timer = setTimeout(() => p.kill('SIGKILL'), 90_000);
-    p.on('error', reject);
-    p.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err) });
-    });
+/** `inflab ARGS` from source with exactly `env` (no API key but the test's), its output as bytes. */
+const run = (args: string[], env: NodeJS.ProcessEnv) =>
+  // Run in the temporary folder, so that anything written beside the working directory is searched too.
+  spawnBytes(process.execPath, inflabArgv(args, { source: true }), {
+    cwd: TMP,
+    env: { ...env, OPENAI_API_KEY: '', INFLAB_SIM_SPEED: '' },
+    killAfterMs: 90_000,
   });
-}
 
 // ---------------------------------------------------------------- tests
 

@@ -3,7 +3,6 @@
  * succeeds, and no finding is an error. (Warnings may stand: the Day 4 trap is there to show one.)
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -12,37 +11,26 @@ import { MIME } from '../../src/core/engine/outputs';
 import type { Finding } from '../../src/core/findings';
 import { parseNotebook } from '../../src/core/notebook/format';
 import { TEMPLATES } from '../../src/core/templates';
+import { buildCli, ROOT, runInflab } from '../support/cli';
 
-const root = path.resolve(import.meta.dirname, '../..');
-const cli = path.join(root, 'dist/cli.js');
-
-before(() => {
-  const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: root, encoding: 'utf8' });
-  assert.equal(b.status, 0, b.stderr);
-});
-
-function run(args: string[]): Promise<{ code: number | null; out: string }> {
-  return new Promise((resolve) => {
-    const p = spawn(process.execPath, [cli, ...args], { cwd: root, env: { ...process.env, INFLAB_API_KEY: '' } });
-    let out = '';
-    p.stdout.on('data', (d) => (out += d));
-    p.stderr.on('data', (d) => (out += d));
-    p.on('close', (code) => resolve({ code, out }));
-  });
-}
+before(buildCli);
 
 test('every template in examples/ runs clean through inflab run', async () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'inflab-templates-'));
   for (const t of TEMPLATES) {
-    assert.ok(fs.existsSync(path.join(root, 'examples', t.file)), `${t.file} exists`);
-    for (const n of t.needs) assert.ok(fs.existsSync(path.join(root, 'examples', n)), `${t.file} needs ${n}`);
+    assert.ok(fs.existsSync(path.join(ROOT, 'examples', t.file)), `${t.file} exists`);
+    for (const n of t.needs) assert.ok(fs.existsSync(path.join(ROOT, 'examples', n)), `${t.file} needs ${n}`);
   }
   // All at once: each runs its own simulated endpoint.
   const runs = await Promise.all(
-    TEMPLATES.map((t) => run(['run', path.join(root, 'examples', t.file), '--out', path.join(dir, t.file)])),
+    TEMPLATES.map((t) =>
+      runInflab(['run', path.join(ROOT, 'examples', t.file), '--out', path.join(dir, t.file)], {
+        killAfterMs: 600_000,
+      }),
+    ),
   );
   TEMPLATES.forEach((t, i) => {
-    assert.equal(runs[i].code, 0, `${t.file}: inflab run exited ${runs[i].code}\n${runs[i].out}`);
+    assert.equal(runs[i].code, 0, `${t.file}: inflab run exited ${runs[i].code}\n${runs[i].printed}`);
     const nb = parseNotebook(fs.readFileSync(path.join(dir, t.file), 'utf8'));
     const code = nb.cells.filter((c) => c.kind === 'code');
     assert.ok(code.length >= 4, `${t.file} has cells`);
@@ -51,7 +39,7 @@ test('every template in examples/ runs clean through inflab run', async () => {
       `${t.file} teaches in markdown`,
     );
     for (const c of code) {
-      assert.equal(c.lastRun?.success, true, `${t.file}: cell "${c.source.split('\n')[0]}" failed\n${runs[i].out}`);
+      assert.equal(c.lastRun?.success, true, `${t.file}: cell "${c.source.split('\n')[0]}" failed\n${runs[i].printed}`);
       const findings = (c.outputs ?? []).flatMap((o) => o.items).find((it) => it.mime === MIME.findings)?.data as
         Finding[] | undefined;
       const errors = (findings ?? []).filter((f) => f.severity === 'error');
