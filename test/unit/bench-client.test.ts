@@ -239,10 +239,17 @@ test('chat completions stream too', async () => {
   }
 });
 
-test('a request that waits for a connection is timed from when it was written, not from when it was issued', async () => {
-  const s = await startScriptedServer({ ttftMs: 40, itlMs: 5 });
-  // One connection, two requests issued together: the second can only be written once the first is done.
-  const agent = createAgent(1);
+/**
+ * `body` with a scripted server answering after ttftMs then a token every itlMs, a client agent of
+ * `connections` connections to it and a plain completions config; both closed after.
+ */
+async function withConnections(
+  server: { ttftMs: number; itlMs: number },
+  connections: number,
+  body: (agent: ReturnType<typeof createAgent>, cfg: ClientConfig) => Promise<void>,
+) {
+  const s = await startScriptedServer(server);
+  const agent = createAgent(connections);
   try {
     const cfg: ClientConfig = {
       baseUrl: s.url,
@@ -255,6 +262,16 @@ test('a request that waits for a connection is timed from when it was written, n
       topK: -1,
       temperature: 0,
     };
+    await body(agent, cfg);
+  } finally {
+    await agent.close();
+    await s.close();
+  }
+}
+
+test('a request that waits for a connection is timed from when it was written, not from when it was issued', async () => {
+  // One connection, two requests issued together: the second can only be written once the first is done.
+  await withConnections({ ttftMs: 40, itlMs: 5 }, 1, async (agent, cfg) => {
     const spec = { prompt: [1, 2, 3], outputTokens: 4 };
     const issued = now();
     const [a, b] = await Promise.all([sendRequest(agent, cfg, spec), sendRequest(agent, cfg, spec)]);
@@ -264,10 +281,7 @@ test('a request that waits for a connection is timed from when it was written, n
     // Written after the first response ended, so its TTFT does not include the wait for the connection.
     assert.ok(second.sentAt >= first.endAt, `second written at ${second.sentAt}, first ended at ${first.endAt}`);
     assert.ok(second.chunkAt[0] - second.sentAt < second.chunkAt[0] - issued);
-  } finally {
-    await agent.close();
-    await s.close();
-  }
+  });
 });
 
 test("Little's law closes when requests wait for a connection: in flight counts from the write, as E2E does", async () => {
@@ -277,23 +291,10 @@ test("Little's law closes when requests wait for a connection: in flight counts 
   const { LITTLE_TOLERANCE } = await import('../../src/core/checks/method');
   // Requests of ≈ 250 ms, so the few ms between a stream's last chunk and its end (the usage chunk,
   // [DONE], a busy event loop) stay a small share of each request's time in flight.
-  const s = await startScriptedServer({ ttftMs: 100, itlMs: 10 });
   // Concurrency 8 through 2 connections: 6 of the 8 issued requests always wait for a connection,
   // a wait that is the client's, outside every E2E. Counted from the issue, L would be ≈ 8 against
   // λ·W ≈ 2 (Little's law 75% off); counted from the write, both are ≈ 2.
-  const agent = createAgent(2);
-  try {
-    const cfg: ClientConfig = {
-      baseUrl: s.url,
-      api: 'completions',
-      model: 'scripted',
-      idleTimeoutMs: 10_000,
-      requestTimeoutMs: 0,
-      doneGraceMs: 1000,
-      topP: 1,
-      topK: -1,
-      temperature: 0,
-    };
+  await withConnections({ ttftMs: 100, itlMs: 10 }, 2, async (agent, cfg) => {
     const run = await runPoint(
       agent,
       cfg,
@@ -332,8 +333,5 @@ test("Little's law closes when requests wait for a connection: in flight counts 
       Math.abs(m.little.error!) <= LITTLE_TOLERANCE,
       `λ·W ${m.little.predicted_in_flight.toFixed(3)} against L ${run.observedInFlight.toFixed(3)} (error ${(m.little.error! * 100).toFixed(1)}%)`,
     );
-  } finally {
-    await agent.close();
-    await s.close();
-  }
+  });
 });
