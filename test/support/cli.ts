@@ -4,6 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -18,8 +19,36 @@ const ENTRY = {
 /** No API key from the developer's shell reaches a CLI under test (a test that wants one passes it in env). */
 const NO_KEYS = { INFLAB_API_KEY: '', OPENAI_API_KEY: '' };
 
-/** Build dist/ (`before(buildCli)` in a file that runs the bundle); a failing build fails the file. */
+/** The newest modification time under `dir` (files only). */
+function newest(dir: string): number {
+  let t = 0;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    t = Math.max(t, e.isDirectory() ? newest(p) : fs.statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+/** Whether every bundle in dist/ is newer than the sources and the build script. */
+function distFresh(): boolean {
+  const outs = ['cli.js', 'bench-worker.js', 'sim-worker.js'].map((f) => path.join(ROOT, 'dist', f));
+  if (!outs.every((f) => fs.existsSync(f))) return false;
+  const built = Math.min(...outs.map((f) => fs.statSync(f).mtimeMs));
+  const inputs = Math.max(
+    newest(path.join(ROOT, 'src')),
+    ...['scripts/build.mjs', 'package-lock.json'].map((f) => fs.statSync(path.join(ROOT, f)).mtimeMs),
+  );
+  return built > inputs;
+}
+
+/**
+ * Build dist/ (`before(buildCli)` in a file that runs the bundle) unless it is already newer than
+ * the sources (`npm test` builds first): test files run two at a time, and a rebuild rewrites
+ * dist/cli.js under another file's running CLI (seen as a run exiting 1 mid-suite). A failing build
+ * fails the file.
+ */
 export function buildCli(): void {
+  if (distFresh()) return;
   const b = spawnSync(process.execPath, ['scripts/build.mjs'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(b.status, 0, b.stderr);
 }
