@@ -967,7 +967,59 @@ export class SimEngine {
     return ns;
   }
 
-  /** One scheduler iteration. Returns undefined when there is nothing to run. */
+  /** What stepCost computed for the current step (overwritten by the next). */
+  private readonly cost = { prefillTokens: 0, decodeTokens: 0, decodeMemS: 0, extraS: 0, duration: 0 };
+
+  /**
+   * Step time from physics for the slots 0 … ns − 1 of this step and, in lazy decoding, `steady`
+   * steady decoders over `steadyCtx` tokens of context (each one token at s: s + 1 attention pairs).
+   * The k draft passes over the decoding requests (speculative decoding) come before the verify step.
+   */
+  private stepCost(ns: number, steady: number, steadyCtx: number) {
+    const cfg = this.cfg;
+    const sReq = this.sReq;
+    const sNew = this.sNew;
+    const sStart = this.sStart;
+    const sDraft = this.sDraft;
+    let ctxAll = steadyCtx;
+    let ctxDecode = steadyCtx;
+    let tokens = steady;
+    let attnPairs = steadyCtx;
+    let prefillTokens = 0;
+    let decodeTokens = steady;
+    for (let k = 0; k < ns; k++) {
+      const n = sNew[k];
+      const s = sStart[k];
+      ctxAll += s + n;
+      tokens += n;
+      attnPairs += n * s + (n * (n + 1)) / 2;
+      if (n === 1 + sDraft[k] && s >= sReq[k].numPrompt) {
+        decodeTokens++;
+        ctxDecode += s + 1;
+      } else prefillTokens += n;
+    }
+    const spec = cfg.speculative;
+    const draftS =
+      spec && decodeTokens
+        ? spec.k *
+          (draftPassSeconds(cfg.setup, spec.draft, ctxDecode, decodeTokens, cfg.prefillMfu) +
+            (spec.draftOverheadS ?? 0))
+        : 0;
+    const memS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxAll) / cfg.bandwidth;
+    const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
+    const core = memS > compS ? memS : compS;
+    const decodeMemS = decodeTokens ? (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth : 0;
+    const busy = ns + steady > 0;
+    const comm = busy ? cfg.commFixedS + cfg.commPerTokenS * tokens : 0;
+    const c = this.cost;
+    c.prefillTokens = prefillTokens;
+    c.decodeTokens = decodeTokens;
+    c.decodeMemS = decodeMemS;
+    c.extraS = busy ? core + comm + draftS - decodeMemS : 0;
+    c.duration = busy ? core + comm + draftS + cfg.stepOverheadS : 0;
+    return c;
+  }
+
   /**
    * One scheduler iteration. `reuse`: the result's `tokens` array and its events are scratch,
    * overwritten by the next step(true) (what a caller that reads them at once, such as the load
@@ -989,7 +1041,6 @@ export class SimEngine {
     let budget = cfg.maxNumBatchedTokens;
     const sReq = this.sReq;
     const sNew = this.sNew;
-    const sStart = this.sStart;
     let ns = 0;
     let preempted = 0;
 
@@ -1033,36 +1084,8 @@ export class SimEngine {
     }
 
     // 3. Step time from physics.
-    let ctxAll = 0;
-    let ctxDecode = 0;
-    let tokens = 0;
-    let attnPairs = 0;
-    let prefillTokens = 0;
-    let decodeTokens = 0;
-    for (let k = 0; k < ns; k++) {
-      const n = sNew[k];
-      const s = sStart[k];
-      ctxAll += s + n;
-      tokens += n;
-      attnPairs += n * s + (n * (n + 1)) / 2;
-      if (n === 1 + sDraft[k] && s >= sReq[k].numPrompt) {
-        decodeTokens++;
-        ctxDecode += s + 1;
-      } else prefillTokens += n;
-    }
-    // The k draft passes over the decoding requests (speculative decoding), before the verify step.
-    const draftS =
-      spec && decodeTokens
-        ? spec.k *
-          (draftPassSeconds(cfg.setup, spec.draft, ctxDecode, decodeTokens, cfg.prefillMfu) +
-            (spec.draftOverheadS ?? 0))
-        : 0;
-    const memS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxAll) / cfg.bandwidth;
-    const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
-    const core = memS > compS ? memS : compS;
-    const decodeMemS = decodeTokens ? (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth : 0;
-    const comm = ns ? cfg.commFixedS + cfg.commPerTokenS * tokens : 0;
-    const duration = ns ? core + comm + draftS + cfg.stepOverheadS : 0;
+    const cost = this.stepCost(ns, 0, 0);
+    const duration = cost.duration;
     const start = this.now;
     const end = start + duration;
     this.now = end;
@@ -1128,10 +1151,10 @@ export class SimEngine {
       duration,
       end,
       numSeqs: ns,
-      prefillTokens,
-      decodeTokens,
-      decodeMemS,
-      prefillExtraS: ns ? core + comm + draftS - decodeMemS : 0,
+      prefillTokens: cost.prefillTokens,
+      decodeTokens: cost.decodeTokens,
+      decodeMemS: cost.decodeMemS,
+      prefillExtraS: cost.extraS,
       overheadS: ns ? cfg.stepOverheadS : 0,
       tokens: out,
       preempted,
@@ -1463,7 +1486,6 @@ export class SimEngine {
     const B = cfg.maxNumBatchedTokens;
     const sReq = this.sReq;
     const sNew = this.sNew;
-    const sStart = this.sStart;
     const bucket = this.lzBuckets[S % BS];
     // Can the steady decoders advance in bulk? The others' demand in schedule order: only the last
     // running request may be cut short by the budget, and none with earlier output may finish its
@@ -1578,30 +1600,9 @@ export class SimEngine {
       split.push(c);
     }
 
-    // 3. Step time: every steady decoder adds its context once (one token at s: s + 1 pairs).
-    let ctxAll = this.lzCtx;
-    let ctxDecode = this.lzCtx;
-    let tokens = Dn;
-    let attnPairs = this.lzCtx;
-    let prefillTokens = 0;
-    let decodeTokens = Dn;
-    for (let k = 0; k < ns; k++) {
-      const n = sNew[k];
-      const s0 = sStart[k];
-      ctxAll += s0 + n;
-      tokens += n;
-      attnPairs += n * s0 + (n * (n + 1)) / 2;
-      if (n === 1 && s0 >= sReq[k].numPrompt) {
-        decodeTokens++;
-        ctxDecode += s0 + 1;
-      } else prefillTokens += n;
-    }
-    const memS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxAll) / cfg.bandwidth;
-    const compS = (cfg.flopsPerToken * tokens + cfg.attnFlopsPerPair * attnPairs) / (cfg.peak * cfg.prefillMfu);
-    const core = memS > compS ? memS : compS;
-    const decodeMemS = (cfg.weightsBytes + cfg.kvBytesPerToken * ctxDecode) / cfg.bandwidth;
-    const comm = cfg.commFixedS + cfg.commPerTokenS * tokens;
-    const duration = core + comm + cfg.stepOverheadS;
+    // 3. Step time, the steady decoders with the scheduled slots.
+    const cost = this.stepCost(ns, Dn, this.lzCtx);
+    const duration = cost.duration;
     const start = this.now;
     const end = start + duration;
     this.now = end;
@@ -1700,10 +1701,10 @@ export class SimEngine {
     res.duration = duration;
     res.end = end;
     res.numSeqs = Dn + ns;
-    res.prefillTokens = prefillTokens;
-    res.decodeTokens = decodeTokens;
-    res.decodeMemS = decodeMemS;
-    res.prefillExtraS = core + comm - decodeMemS;
+    res.prefillTokens = cost.prefillTokens;
+    res.decodeTokens = cost.decodeTokens;
+    res.decodeMemS = cost.decodeMemS;
+    res.prefillExtraS = cost.extraS;
     res.overheadS = cfg.stepOverheadS;
     res.tokens = out;
     res.preempted = preempted;
