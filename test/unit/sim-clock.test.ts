@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import * as http from 'node:http';
 import { test } from 'node:test';
-import { startSimServer } from '../../src/core/sim/server';
+import { inThreadClock, wallMs, type ClockAdd, type FromClock } from '../../src/core/sim/clock';
+import { clockScript, defaultSimSetup, startSimServer, workerClock } from '../../src/core/sim/server';
 
 type Step = { dueMs: number; clockMs: number; endMs: number; tokens: number };
 
@@ -97,4 +98,64 @@ test('the same requests give the same bytes whichever thread runs the loop (ids 
   assert.deepEqual(w, h);
   assert.match(w[0], /"usage":\{"prompt_tokens":/);
   assert.match(w[1], /^\{"id":"ID","object":"text_completion"/);
+});
+
+/** A request for the clock directly (what the HTTP side sends it). */
+function addMessage(rid: number): ClockAdd {
+  return {
+    type: 'add',
+    rid,
+    id: `cmpl-${rid}`,
+    kind: 'completion',
+    stream: true,
+    includeUsage: false,
+    continuous: false,
+    createdAt: 0,
+    prompt: Uint32Array.from([1, 2, 3, 4]),
+    maxTokens: 3,
+    minTokens: 0,
+    ignoreEos: true,
+    arrival: wallMs(),
+  };
+}
+
+/**
+ * Keeps this thread from taking another turn of its event loop (as a burst of requests handled in
+ * one turn does) while it calls `poll` and runs microtasks, until a step has arrived.
+ */
+async function pollWithoutATurn(poll: () => void, got: FromClock[]): Promise<boolean> {
+  let turned = false;
+  setImmediate(() => (turned = true));
+  const until = performance.now() + 10_000;
+  while (!got.some((m) => m.type === 'step') && performance.now() < until) {
+    poll();
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+  }
+  return turned;
+}
+
+test('between requests the HTTP side takes a step that fell due without waiting for its event loop’s turn (both clocks)', async () => {
+  const init = { setup: defaultSimSetup(), speed: 1, modelName: 'm', t0: wallMs() };
+  const here: FromClock[] = [];
+  const h = inThreadClock(init, (m) => here.push(m));
+  try {
+    h.onMessage(addMessage(1));
+    const turned = await pollWithoutATurn(() => h.poll(), here);
+    assert.equal(turned, false);
+    assert.ok(here.some((m) => m.type === 'step'));
+  } finally {
+    h.close();
+  }
+  const script = clockScript();
+  assert.ok(script);
+  const worker: FromClock[] = [];
+  const link = await workerClock(script, init, (m) => worker.push(m));
+  try {
+    link.send(addMessage(1));
+    const turned = await pollWithoutATurn(() => link.poll(), worker);
+    assert.equal(turned, false);
+    assert.ok(worker.some((m) => m.type === 'step'));
+  } finally {
+    await link.close();
+  }
 });

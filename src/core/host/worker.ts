@@ -4,7 +4,7 @@
  * sweep thread, its load threads and the simulator's clock thread.
  */
 import { pathToFileURL } from 'node:url';
-import { Worker } from 'node:worker_threads';
+import { Worker, type TransferListItem } from 'node:worker_threads';
 
 /**
  * The parent's Node flags less a TypeScript loader (`--import tsx`, `--require tsx/…`, `--loader …tsx…`):
@@ -43,22 +43,22 @@ function tsxApi(): string | undefined {
  * A worker running `script` with `workerData`. A `.ts` script registers tsx inside the worker first
  * (a worker does not inherit the loader's hooks on Node 20); throws when no loader is found.
  */
-export function startWorker(script: string, workerData: unknown): Worker {
+export function startWorker(script: string, workerData: unknown, transferList: TransferListItem[] = []): Worker {
   if (!script.endsWith('.ts')) {
     // Inherit the flags unless there is a loader to drop: a flag given explicitly that a worker may
     // not take (--max-old-space-size, --title, --expose-gc: the process's own) makes the constructor
     // throw, where inherited it is quietly left to the process.
     const argv = bundleExecArgv();
-    if (argv.length === process.execArgv.length) return new Worker(script, { workerData });
+    if (argv.length === process.execArgv.length) return new Worker(script, { workerData, transferList });
     try {
-      return new Worker(script, { workerData, execArgv: argv });
+      return new Worker(script, { workerData, transferList, execArgv: argv });
     } catch (e) {
       if ((e as { code?: string }).code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e;
-      return new Worker(script, { workerData });
+      return new Worker(script, { workerData, transferList });
     }
   }
   const api = tsxApi();
   if (!api) throw new Error(`no TypeScript loader to run ${script} in a worker thread`);
   const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(pathToFileURL(script).href)}); })`;
-  return new Worker(code, { eval: true, workerData, execArgv: [] });
+  return new Worker(code, { eval: true, workerData, transferList, execArgv: [] });
 }

@@ -69,7 +69,7 @@ export type ToClock = ClockAdd | { type: 'abort'; rid: number };
 export const ENDS_STREAM = 1;
 export const ENDS_JSON = 2;
 
-/** One step's output for the HTTP side: response k gets bytes[offs[k], offs[k+1]). */
+/** One step's output for the HTTP side, in the order the engine gave the tokens (a stable order: see `offs`). */
 export interface StepBatch {
   type: 'step';
   /** wallMs() the step was due. */
@@ -83,6 +83,11 @@ export interface StepBatch {
   rids: Int32Array;
   /** 0: more to come; ENDS_STREAM: the response ends with these bytes; ENDS_JSON: they are the whole JSON body. */
   ends: Uint8Array;
+  /**
+   * Four per response, into `bytes`: [frame start, payload start, payload end, frame end]. A stream's
+   * payload (its SSE text) is framed as an HTTP/1.1 chunk (what res.write would send for it); a
+   * JSON body or an empty payload is not (frame = payload).
+   */
   offs: Int32Array;
   bytes: Uint8Array;
   /** The engine's counters and gauges and the metrics after the step (packState). */
@@ -389,6 +394,67 @@ class Response {
   }
 }
 
+// ---------------------------------------------------------------- the batch
+
+const enc = new TextEncoder();
+/** Room before a chunk's payload for its chunked-encoding header (up to 8 hex digits and CRLF). */
+const FRAME_HEAD = 10;
+const CRLF = 0x0d0a;
+
+/**
+ * One step's batch from the responses it touched: each response's text encoded once, and a stream's
+ * framed as an HTTP/1.1 chunk (`<hex length>\r\n<payload>\r\n`, the bytes node:http's res.write
+ * puts on the wire for it) so the HTTP side can hand it to the socket as it is.
+ */
+function buildBatch(
+  pending: Response[],
+  byRid: Map<number, unknown>,
+  due: number,
+  duration: number,
+  tokens: number,
+  state: Float64Array,
+): StepBatch {
+  const n = pending.length;
+  const rids = new Int32Array(n);
+  const ends = new Uint8Array(n);
+  const offs = new Int32Array(4 * n);
+  const texts: string[] = new Array(n);
+  let cap = 0;
+  for (let k = 0; k < n; k++) {
+    const s = pending[k];
+    const [text, end] = s.take();
+    rids[k] = s.a.rid;
+    ends[k] = end;
+    texts[k] = text;
+    cap += text.length * 3 + FRAME_HEAD + 2;
+    if (end) byRid.delete(s.a.rid);
+  }
+  const bytes = new Uint8Array(cap);
+  const view = new DataView(bytes.buffer);
+  let off = 0;
+  for (let k = 0; k < n; k++) {
+    const framed = ends[k] !== ENDS_JSON && texts[k].length > 0;
+    const p0 = framed ? off + FRAME_HEAD : off;
+    const len = enc.encodeInto(texts[k], bytes.subarray(p0)).written;
+    let f0 = p0;
+    let f1 = p0 + len;
+    if (framed) {
+      const head = len.toString(16);
+      f0 = p0 - head.length - 2;
+      for (let i = 0; i < head.length; i++) bytes[f0 + i] = head.charCodeAt(i);
+      view.setUint16(p0 - 2, CRLF);
+      view.setUint16(f1, CRLF);
+      f1 += 2;
+    }
+    offs[4 * k] = f0;
+    offs[4 * k + 1] = p0;
+    offs[4 * k + 2] = p0 + len;
+    offs[4 * k + 3] = f1;
+    off = f1;
+  }
+  return { type: 'step', due, sent: 0, duration, tokens, n, rids, ends, offs, bytes, state };
+}
+
 // ---------------------------------------------------------------- the loop
 
 /** How the loop waits for a step's due time (hrMs); resolves early once `closed` is set. */
@@ -414,7 +480,6 @@ export function startClock(
   const metrics = new SimMetrics();
   const byRid = new Map<number, { r: Response; id: string }>();
   const vnow = () => ((wallMs() - t0) / 1000) * speed;
-  const enc = new TextEncoder();
   let looping = false;
   let closing = false;
   const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -449,9 +514,8 @@ export function startClock(
         }
         for (const s of pending) s.seal();
         const due = t0 + (res.end / speed) * 1000;
-        await sleep(due);
-        if (closing) break;
-        // At the step's time: the metrics, then the batch.
+        // Everything the HTTP side needs is built before the step is due (the metrics, the state
+        // after the step, every response's bytes, framed for the wire): after the wait, only the hand-over.
         // A request's tokens of one step are one output (speculative decoding gives several): one
         // TTFT or inter-token observation per output, as vLLM's IterationStats records them.
         let prev: SimRequest | undefined;
@@ -467,45 +531,19 @@ export function startClock(
             metrics.finished[r.finishReason ?? 'stop'] = (metrics.finished[r.finishReason ?? 'stop'] ?? 0) + 1;
           }
         }
-        const n = pending.length;
-        const rids = new Int32Array(n);
-        const ends = new Uint8Array(n);
-        const offs = new Int32Array(n + 1);
-        const texts: string[] = new Array(n);
-        let cap = 0;
-        for (let k = 0; k < n; k++) {
-          const s = pending[k];
-          const [text, end] = s.take();
-          rids[k] = s.a.rid;
-          ends[k] = end;
-          texts[k] = text;
-          cap += text.length * 3;
-          if (end) byRid.delete(s.a.rid);
-        }
-        const bytes = new Uint8Array(cap);
-        let off = 0;
-        for (let k = 0; k < n; k++) {
-          offs[k] = off;
-          off += enc.encodeInto(texts[k], bytes.subarray(off)).written;
-        }
-        offs[n] = off;
+        const batch = buildBatch(pending, byRid, due, res.duration, res.tokens.length, state());
         pending.length = 0;
-        const st = state();
+        await sleep(due);
+        if (closing) break;
         const sent = wallMs();
-        const batch: StepBatch = {
-          type: 'step',
-          due,
-          sent,
-          duration: res.duration,
-          tokens: res.tokens.length,
-          n,
-          rids,
-          ends,
-          offs,
-          bytes,
-          state: st,
-        };
-        post(batch, [rids.buffer, ends.buffer, offs.buffer, bytes.buffer, st.buffer] as ArrayBuffer[]);
+        batch.sent = sent;
+        post(batch, [
+          batch.rids.buffer,
+          batch.ends.buffer,
+          batch.offs.buffer,
+          batch.bytes.buffer,
+          batch.state.buffer,
+        ] as ArrayBuffer[]);
         stalled = sent - due > Math.max(2, (2000 * res.duration) / speed);
         // Let requests that arrived meanwhile (and aborts) in before the next step is scheduled.
         await yieldTurn();
@@ -559,32 +597,51 @@ export function startClock(
 
 /**
  * The loop on the calling thread (no worker): waits with a timer to about a millisecond before the
- * due time, then turns of the event loop (so I/O is still served while it waits).
+ * due time, then turns of the event loop (so I/O is still served while it waits). `poll` (called by
+ * the HTTP side between requests) ends the wait once the due time has passed, so a burst of
+ * arriving requests handled in one turn of the event loop does not hold the step back until its end.
  */
-export function inThreadClock(init: ClockInit, post: (m: FromClock) => void): SimClockHandle {
+export function inThreadClock(init: ClockInit, post: (m: FromClock) => void): SimClockHandle & { poll(): void } {
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let wake: (() => void) | undefined;
-  const immediate = () => new Promise<void>((resolve) => setImmediate(resolve));
-  const sleep = async (due: number) => {
-    const left = due - wallMs();
-    if (left > 2)
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(resolve, left - 1.5);
-      });
+  let dueAt = Infinity;
+  /** Which wait a pending timer or immediate belongs to (a later wait ignores an earlier one's). */
+  let gen = 0;
+  const done = () => {
+    const w = wake;
+    if (!w) return;
     wake = undefined;
-    for (let i = 0; i < 1e6 && !closed && wallMs() < due; i++) await immediate();
+    dueAt = Infinity;
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    w();
   };
+  const sleep = (due: number) =>
+    new Promise<void>((resolve) => {
+      const mine = ++gen;
+      wake = resolve;
+      dueAt = due;
+      const tick = () => {
+        if (mine !== gen) return;
+        const left = due - wallMs();
+        if (closed || left <= 0) done();
+        else if (left > 2) timer = setTimeout(tick, left - 1.5);
+        else setImmediate(tick);
+      };
+      tick();
+    });
   const h = startClock(init, post, sleep);
   return {
     cfg: h.cfg,
     onMessage: h.onMessage,
+    poll() {
+      if (wake && wallMs() >= dueAt) done();
+    },
     close() {
       closed = true;
       h.close();
-      if (timer) clearTimeout(timer);
-      wake?.();
+      done();
     },
   };
 }

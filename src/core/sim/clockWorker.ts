@@ -4,17 +4,19 @@
  * costs no CPU), and then until the HTTP side has written every step handed over before (so at
  * most one step waits on the HTTP side: when that side falls behind, the clock sees the stall and
  * restarts from the wall clock, as on one thread, instead of queueing steps ever later).
- * Shared `ctl`: [0] set by the HTTP side to close, [1] steps the HTTP side has written.
+ * Shared `ctl`: [0] set by the HTTP side to close, [1] steps the HTTP side has written, [2]
+ * messages this thread has posted on `out` (so the HTTP side, between requests, can see that one
+ * is waiting and take it at once with receiveMessageOnPort instead of after its turn's requests).
  *
- *   parent → worker: workerData = { init, ctl }, then ToClock messages and { type: 'close' }
- *   worker → parent: FromClock messages (ready, step, state)
+ *   parent → worker: workerData = { init, ctl, out }, then ToClock messages and { type: 'close' }
+ *   worker → parent, on `out`: FromClock messages (ready, step, state)
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { wallMs, startClock, type ClockInit, type ToClock } from './clock';
 
 if (parentPort) {
   const port = parentPort;
-  const { init, ctl } = workerData as { init: ClockInit; ctl: Int32Array };
+  const { init, ctl, out } = workerData as { init: ClockInit; ctl: Int32Array; out: MessagePort };
   let posted = 0;
   const closed = () => {
     if (Atomics.load(ctl, 0) === 0) return false;
@@ -37,7 +39,8 @@ if (parentPort) {
     init,
     (m, transfer) => {
       if (m.type === 'step') posted++;
-      port.postMessage(m, transfer ?? []);
+      out.postMessage(m, transfer ?? []);
+      Atomics.add(ctl, 2, 1);
     },
     sleep,
   );
@@ -45,6 +48,7 @@ if (parentPort) {
     if (m.type === 'close') {
       h.close();
       port.close();
+      out.close();
     } else h.onMessage(m);
   });
 }

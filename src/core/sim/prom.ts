@@ -35,10 +35,12 @@ export class Histogram {
 export const LATE_THRESHOLDS_MS = [1, 5, 10, 50] as const;
 
 /**
- * How late the real-time simulator handed each step's tokens to the sockets (wall ms after the
- * step's due time): not vLLM's, the simulator's own jitter, so a bench can tell it from the
- * simulated server's latencies. Separate counter names per threshold (not buckets), so a scrape
- * summed by metric name still tells them apart.
+ * How late the real-time simulator's steps went out (wall ms after the step's due time, to when its
+ * first response's bytes were handed to the kernel): not vLLM's, the simulator's own jitter, so a
+ * bench can tell it from the simulated server's latencies. The rest of a step's responses follow
+ * one socket after another in the same order every step: a stream's place in that order is a
+ * constant offset, not in its inter-token gaps (the perf script measures both). Separate counter
+ * names per threshold (not buckets), so a scrape summed by metric name still tells them apart.
  */
 export class StepLateness {
   steps = 0;
@@ -145,14 +147,14 @@ export function renderMetrics(engine: EngineGauges, m: SimMetrics, modelName: st
   scalar(
     'inflab:sim_step_lateness_seconds_total',
     'counter',
-    "Sum over steps of how late their tokens were handed to the sockets, wall seconds (the simulator's own jitter).",
+    "Sum over steps of how late they went out (the first response's bytes handed to the kernel), wall seconds (the simulator's own jitter).",
     late.sumMs / 1000,
   );
   LATE_THRESHOLDS_MS.forEach((t, i) =>
     scalar(
       `inflab:sim_steps_late_over_${t}ms_total`,
       'counter',
-      `Steps whose tokens left more than ${t} ms (wall) after the step's due time.`,
+      `Steps that went out more than ${t} ms (wall) after their due time.`,
       late.over[i],
     ),
   );

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { findGpu, findModel } from '../catalog';
 import type { Setup } from '../engine/types';
 import { fileURLToPath } from 'node:url';
-import type { Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, type Worker } from 'node:worker_threads';
 import { startWorker } from '../host/worker';
 import * as fs from 'node:fs';
 import {
@@ -55,17 +55,27 @@ export interface SimServerOptions {
   statsIntervalS?: number;
   /**
    * For measurement: called after each step's tokens were handed to the sockets, with the wall
-   * time (performance.now(), ms) the step was due to end, when its writes started and ended, and
-   * whether it was so late that the engine's clock restarts from the wall clock (a host stall).
+   * time (performance.now(), ms) the step was due to end, when its writes started, when the first
+   * response's bytes and the last were handed to the kernel, and whether it was so late that the
+   * engine's clock restarts from the wall clock (a host stall). firstMs − dueMs is the step's
+   * lateness as /metrics counts it (inflab:sim_step_lateness_*).
    */
   onStepWritten?: (step: {
     dueMs: number;
     startMs: number;
+    firstMs: number;
     endMs: number;
     tokens: number;
     stalled: boolean;
     /** When the clock handed the step over (its own lateness is clockMs − dueMs). */
     clockMs: number;
+    /** Each chunk's lateness (handed to its socket − due, ms), in the order written; valid during the call. */
+    chunkLateMs: Float64Array;
+    /**
+     * Per stream that had a chunk in the step before: this chunk's lateness − that one's, the error
+     * the simulator adds to the inter-token gap a client measures (ms); valid during the call.
+     */
+    itlErrorMs: Float64Array;
   }) => void;
   /**
    * Where the real-time loop runs: 'here' (default: this thread, which also writes the sockets) or
@@ -225,12 +235,19 @@ function readBody(req: http.IncomingMessage): Promise<string> {
 interface Live {
   req: http.IncomingMessage;
   res: http.ServerResponse;
+  /**
+   * A stream's socket, when its chunks may be written to it directly: the headers are on it and the
+   * response is chunked (not an HTTP/1.0 client's, nor a pipelined request's still waiting for its turn).
+   */
+  socket: import('node:net').Socket | undefined;
   /** Ended by us, or the client went away. */
   closed: boolean;
+  /** The lateness of its last chunk (wall ms), for onStepWritten; NaN before the first. */
+  late: number;
 }
 
 /** The clock thread's script: the bundle beside this one (dist/sim-worker.js), or the source. */
-function clockScript(): string | undefined {
+export function clockScript(): string | undefined {
   for (const rel of ['./sim-worker.js', './clockWorker.ts']) {
     try {
       const p = fileURLToPath(new URL(rel, import.meta.url));
@@ -242,33 +259,40 @@ function clockScript(): string | undefined {
   return undefined;
 }
 
-interface ClockLink {
+export interface ClockLink {
   cfg: EngineConfig;
   kind: 'worker' | 'here';
   send(m: ToClock, transfer?: ArrayBuffer[]): void;
   /** A step's writes are done (the clock thread waits for them before it hands over the next). */
   written(): void;
+  /** Between requests: if a step is due (or handed over and waiting in the queue), write it now. */
+  poll(): void;
   close(): Promise<void>;
 }
 
-/** The clock in a worker thread; rejects when the thread cannot start. */
-function workerClock(script: string, init: ClockInit, onMessage: (m: FromClock) => void): Promise<ClockLink> {
+/** The clock in a worker thread; rejects when the thread cannot start. (Exported for tests.) */
+export function workerClock(script: string, init: ClockInit, onMessage: (m: FromClock) => void): Promise<ClockLink> {
   return new Promise((resolve, reject) => {
-    // [0]: close; [1]: steps this side has written (clockWorker.ts).
-    const ctl = new Int32Array(new SharedArrayBuffer(8));
+    // [0]: close; [1]: steps this side has written; [2]: messages the clock has posted (clockWorker.ts).
+    const ctl = new Int32Array(new SharedArrayBuffer(12));
+    // The clock's messages come on a channel of their own, which this side can also read synchronously.
+    const { port1: from, port2: out } = new MessageChannel();
+    let got = 0;
     let w: Worker;
     try {
-      w = startWorker(script, { init, ctl });
+      w = startWorker(script, { init, ctl, out }, [out]);
     } catch (e) {
       reject(e as Error);
       return;
     }
     let ready = false;
-    w.on('message', (m: FromClock) => {
+    from.on('message', (m: FromClock) => {
+      got++;
       if (!ready && m.type === 'ready') {
         ready = true;
         // The HTTP server keeps the process alive; the clock thread alone does not.
         w.unref();
+        from.unref();
         resolve({
           cfg: m.cfg,
           kind: 'worker',
@@ -277,11 +301,20 @@ function workerClock(script: string, init: ClockInit, onMessage: (m: FromClock) 
             Atomics.add(ctl, 1, 1);
             Atomics.notify(ctl, 1);
           },
+          poll: () => {
+            while (Atomics.load(ctl, 2) > got) {
+              const r = receiveMessageOnPort(from);
+              if (!r) break;
+              got++;
+              onMessage(r.message as FromClock);
+            }
+          },
           close: async () => {
             Atomics.store(ctl, 0, 1);
             Atomics.notify(ctl, 0);
             Atomics.notify(ctl, 1);
             await w.terminate();
+            from.close();
           },
         });
       }
@@ -308,41 +341,78 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   // ---- the clock: the engine against the wall clock (clock.ts), in a thread of its own ----
   const live = new Map<number, Live>();
   let view: ReturnType<typeof emptyView> | undefined;
+  // Per chunk written, for onStepWritten only: its lateness and its stream's inter-token error.
+  let chunkLate = new Float64Array(1024);
+  let itlError = new Float64Array(1024);
   const onStep = (b: StepBatch) => {
     unpackState(b.state, view!, metrics);
+    const due = b.due - perfOffset;
     const start = performance.now();
     const buf = Buffer.from(b.bytes.buffer, b.bytes.byteOffset, b.bytes.byteLength);
     const { rids, ends, offs } = b;
+    const measure = opts.onStepWritten !== undefined;
+    if (measure && chunkLate.length < b.n) {
+      chunkLate = new Float64Array(2 * b.n);
+      itlError = new Float64Array(2 * b.n);
+    }
+    let chunks = 0;
+    let gaps = 0;
+    let first = NaN;
     for (let k = 0; k < b.n; k++) {
       const l = live.get(rids[k]);
       if (!l || l.closed) continue;
-      const chunk = buf.subarray(offs[k], offs[k + 1]);
+      const f0 = offs[4 * k];
+      const p0 = offs[4 * k + 1];
+      const p1 = offs[4 * k + 2];
+      const f1 = offs[4 * k + 3];
       const end = ends[k];
-      if (end === 0) {
-        if (chunk.length) l.res.write(chunk);
-        continue;
-      }
-      l.closed = true;
-      live.delete(rids[k]);
-      if (end === ENDS_STREAM) l.res.end(chunk);
-      else if (end === ENDS_JSON) {
-        l.res.writeHead(200, { 'content-type': 'application/json', 'content-length': chunk.length });
-        l.res.end(chunk);
+      if (end === ENDS_JSON) {
+        l.closed = true;
+        live.delete(rids[k]);
+        l.res.writeHead(200, { 'content-type': 'application/json', 'content-length': p1 - p0 });
+        l.res.end(buf.subarray(p0, p1));
         accessLog(l.req, 200);
+      } else {
+        // A stream's chunk goes straight to its socket, framed (the bytes res.write would send),
+        // in one write: res.write would cork the socket until the next tick, after every response of the step.
+        if (f1 > f0) {
+          if (l.socket) l.socket.write(buf.subarray(f0, f1));
+          else l.res.write(buf.subarray(p0, p1));
+        }
+        if (end === ENDS_STREAM) {
+          l.closed = true;
+          live.delete(rids[k]);
+          l.res.end();
+        }
+      }
+      if (first !== first) first = performance.now();
+      if (measure && f1 > f0) {
+        // (A response without its own socket's chunk leaves at the next tick: not timed here.)
+        const late = performance.now() - due;
+        chunkLate[chunks++] = late;
+        if (l.late === l.late) itlError[gaps++] = late - l.late;
+        l.late = late;
       }
     }
     const endMs = performance.now();
     clock!.written();
-    const due = b.due - perfOffset;
-    metrics.lateness.observe(endMs - due);
+    // The step's lateness: when its first response's bytes were handed to the kernel. The others
+    // follow one socket after another in the engine's order, the same from step to step, so each
+    // stream's offset in that order is constant and not in the gaps between its tokens
+    // (itlErrorMs measures what is).
+    if (first !== first) first = endMs;
+    metrics.lateness.observe(first - due);
     if (opts.onStepWritten)
       opts.onStepWritten({
         dueMs: due,
         startMs: start,
+        firstMs: first,
         endMs,
         tokens: b.tokens,
         stalled: endMs - due > Math.max(2, (2000 * b.duration) / speed),
         clockMs: b.sent - perfOffset,
+        chunkLateMs: chunkLate.subarray(0, chunks),
+        itlErrorMs: itlError.subarray(0, gaps),
       });
   };
   const onClock = (m: FromClock) => {
@@ -363,6 +433,7 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
       kind: 'here',
       send: (m) => h.onMessage(m),
       written: () => undefined,
+      poll: () => h.poll(),
       close: async () => h.close(),
     };
   }
@@ -419,6 +490,9 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
   // ---- HTTP ----
   const sockets = new Set<import('node:net').Socket>();
   const server = http.createServer((req, res) => {
+    // Requests that arrive together are handled one after another in one turn of the event loop:
+    // a step that falls due meanwhile is written between them, not after the last.
+    clock!.poll();
     handle(req, res).catch((e) => {
       const err =
         e instanceof HttpError
@@ -459,6 +533,7 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
 
   async function jsonBody(req: http.IncomingMessage): Promise<unknown> {
     const text = await readBody(req);
+    clock!.poll();
     try {
       return JSON.parse(text);
     } catch (e) {
@@ -552,7 +627,12 @@ export async function startSimServer(opts: SimServerOptions = {}): Promise<SimSe
       accessLog(req, 200);
     }
     const rid = nextRid++;
-    const l: Live = { req, res, closed: false };
+    // After flushHeaders the header is on the socket, unless the socket is not the response's yet.
+    const socket =
+      stream && res.chunkedEncoding && res.socket === req.socket && !res.writableLength
+        ? (res.socket ?? undefined)
+        : undefined;
+    const l: Live = { req, res, socket, closed: false, late: NaN };
     live.set(rid, l);
     const prompt = Uint32Array.from(ids);
     clock!.send(
