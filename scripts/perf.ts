@@ -276,13 +276,15 @@ await section('sim', '2. simulator speed', async () => {
           'clock',
           'steps',
           'tokens/s',
-          'start late p50',
+          'step late p50',
+          'p99',
+          'ITL err p50',
           'p99',
           'end late p50',
           'p99',
+          'span p50',
           'clock late p99',
           'stalls',
-          'srv CPU s',
           'µs/token',
           'HTTP thread µs/token',
           'load',
@@ -293,13 +295,15 @@ await section('sim', '2. simulator speed', async () => {
           p.clock,
           p.steps,
           p.tokens_per_s,
-          p.step_start_late_ms.p50,
-          p.step_start_late_ms.p99,
+          p.step_late_ms.p50,
+          p.step_late_ms.p99,
+          p.itl_error_ms.p50,
+          p.itl_error_ms.p99,
           p.step_end_late_ms.p50,
           p.step_end_late_ms.p99,
+          p.write_span_ms.p50,
           p.clock_late_ms.p99,
           p.host_stalls,
-          p.server_cpu_s,
           p.server_cpu_us_per_token,
           p.http_thread_cpu_us_per_token ?? '-',
           p.loadavg_1m.join('→'),
@@ -309,12 +313,12 @@ await section('sim', '2. simulator speed', async () => {
   );
   const ratio = real.points.map((p: any, i: number) => ({
     streams: p.streams,
-    end_late_p99_here_over_worker: here.points[i]?.step_end_late_ms.p99
-      ? Math.round((here.points[i].step_end_late_ms.p99 / Math.max(p.step_end_late_ms.p99, 0.001)) * 10) / 10
+    step_late_p99_here_over_worker: here.points[i]?.step_late_ms.p99
+      ? Math.round((here.points[i].step_late_ms.p99 / Math.max(p.step_late_ms.p99, 0.001)) * 10) / 10
       : null,
   }));
   log(
-    `  real time: holds up to ${real.max_streams_holding} streams with the clock on its own thread, ${here.max_streams_holding} on the HTTP thread (${real.rule}); p99 lateness, HTTP thread ÷ own thread: ${ratio.map((r) => `${r.streams}: ${r.end_late_p99_here_over_worker}×`).join(', ')}`,
+    `  real time: holds up to ${real.max_streams_holding} streams with the clock on its own thread, ${here.max_streams_holding} on the HTTP thread (${real.rule}); p99 step lateness, HTTP thread ÷ own thread: ${ratio.map((r) => `${r.streams}: ${r.step_late_p99_here_over_worker}×`).join(', ')}`,
   );
   return { virtual, real, real_http_thread: here, lateness_ratio: ratio };
 });
