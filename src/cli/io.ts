@@ -165,6 +165,20 @@ export function printCellText(
  * Say before a run, not after it, that a result file cannot be written: its folder must exist (or
  * is made, with `create`) and be writable. Returns what is wrong, or undefined.
  */
+/**
+ * Whether `file` now holds other text than `text` (what was read before the cells ran): edits saved
+ * meanwhile are never overwritten. A file gone or unreadable counts as unchanged (it is written back).
+ */
+export function changedOnDisk(file: string, text: string): boolean {
+  let now: string | undefined;
+  try {
+    now = fs.readFileSync(file, 'utf8');
+  } catch {
+    return false;
+  }
+  return now !== text;
+}
+
 export function cannotWrite(file: string, { create = false } = {}): string | undefined {
   const dir = path.dirname(path.resolve(file));
   try {

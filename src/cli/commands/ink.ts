@@ -4,14 +4,13 @@
  * with the time and the inputs' hash, and write the notebook back (atomically; never over edits
  * saved meanwhile).
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 import { serializeNotebook } from '../../core/notebook/format';
 import { cellIndexOf, inkCell } from '../../core/notebook/inkCell';
 import { command, type CommandSpec, type Parsed } from '../args';
 import { onInterrupt } from '../interrupt';
-import { cannotWrite, locate, notebookCells, printCellText, readArgNotebook } from '../io';
+import { cannotWrite, changedOnDisk, locate, notebookCells, printCellText, readArgNotebook } from '../io';
 import { cliServices } from '../services';
 import { UsageError } from '../usage';
 
@@ -72,19 +71,11 @@ export const inkCommand = command(inkSpec, async ({ values, positionals }: Parse
       return ac.signal.aborted ? 130 : 1;
     }
     // Never over edits saved while the cell ran: the notebook is read again just before writing.
-    if (out === file) {
-      let now: string | undefined;
-      try {
-        now = fs.readFileSync(file, 'utf8');
-      } catch {
-        // gone: write it back
-      }
-      if (now !== undefined && now !== text) {
-        console.error(
-          `${display} changed on disk while the cell ran, so it was not overwritten and nothing was inked: run inflab ink again`,
-        );
-        return 1;
-      }
+    if (out === file && changedOnDisk(file, text)) {
+      console.error(
+        `${display} changed on disk while the cell ran, so it was not overwritten and nothing was inked: run inflab ink again`,
+      );
+      return 1;
     }
     try {
       writeFileAtomic(out, serializeNotebook(r.notebook));

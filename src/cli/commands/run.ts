@@ -5,7 +5,15 @@ import { runNotebook } from '../../core/notebook/runNotebook';
 import { writeFileAtomic } from '../../core/notebook/atomicWrite';
 import { command, type CommandSpec, type Parsed } from '../args';
 import { cliServices } from '../services';
-import { cannotWrite, locate, notebookCells, printCellText, progressPrinter, readArgNotebook } from '../io';
+import {
+  cannotWrite,
+  changedOnDisk,
+  locate,
+  notebookCells,
+  printCellText,
+  progressPrinter,
+  readArgNotebook,
+} from '../io';
 import { UsageError } from '../usage';
 import { onInterrupt } from '../interrupt';
 
@@ -77,19 +85,11 @@ export const runCommand = command(runSpec, async ({ values, positionals }: Parse
     // In place: never overwrite edits saved while the cells ran; write the executed notebook beside it instead.
     let target = out;
     let changed = false;
-    if (out === file) {
-      let now: string | undefined;
-      try {
-        now = fs.readFileSync(file, 'utf8');
-      } catch {
-        // gone or unreadable: write it back
-      }
-      if (now !== undefined && now !== text) {
-        changed = true;
-        const stem = file.replace(/\.inflab$/, '');
-        target = `${stem}.executed.inflab`;
-        for (let n = 2; fs.existsSync(target); n++) target = `${stem}.executed-${n}.inflab`;
-      }
+    if (out === file && changedOnDisk(file, text)) {
+      changed = true;
+      const stem = file.replace(/\.inflab$/, '');
+      target = `${stem}.executed.inflab`;
+      for (let n = 2; fs.existsSync(target); n++) target = `${stem}.executed-${n}.inflab`;
     }
     try {
       writeFileAtomic(target, serializeNotebook(notebook));
