@@ -36,6 +36,7 @@ function distFresh(): boolean {
   const built = Math.min(...outs.map((f) => fs.statSync(f).mtimeMs));
   const inputs = Math.max(
     newest(path.join(ROOT, 'src')),
+    newest(path.join(ROOT, 'scripts/shims')),
     ...['scripts/build.mjs', 'package-lock.json'].map((f) => fs.statSync(path.join(ROOT, f)).mtimeMs),
   );
   return built > inputs;
