@@ -38,7 +38,7 @@ import {
   vscodeActivation,
   vsixSize,
 } from './perf/sections';
-import { r3, table } from './perf/stats';
+import { table } from './perf/stats';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const only = new Set((process.env.PERF_ONLY ?? 'client,sim,serving,audit,editor').split(',').map((s) => s.trim()));
@@ -146,7 +146,7 @@ function decomposition(r: ClientAccuracy): string {
       return [
         p.concurrency,
         pq(e.wire_in),
-        pq({ p50: r3(e.read_request.p50 + e.server_slip.p50), p99: r3(e.read_request.p99 + e.server_slip.p99) }),
+        pq(e.server_handling),
         pq(e.read_side),
         pq(e.vs_record),
         pq(e.client_queue),

@@ -18,8 +18,8 @@
  * same limit (aiohttp, one timestamp per chunk it iterates, which is per read). `itl_under_1ms_share`
  * shows how often that happened (the server's own share of back-to-back writes beside it), and the
  * bench reports the same share per point (report.ts, client-read-bursts). At 1,000 streams on 2 cores
- * the rig is saturated (the client costs ~20–60 µs of CPU per chunk, threads and undici included;
- * the mock ~15), so the server slips (its true ITL spreads from ~7 to 70 ms) and the ITL medians are
+ * the rig is saturated (the client costs ~55–80 µs of CPU per chunk over the measured window,
+ * threads, undici and the kernel included (cpu_us_per_chunk); the mock ~20), so the server slips (its true ITL spreads from ~7 to 70 ms) and the ITL medians are
  * medians of broad distributions, which move with the share of chunks read together: the number of
  * load threads (shards.ts) is what keeps that share low.
  */
@@ -65,6 +65,7 @@ export interface ClientPoint {
    *   wire_in      = server's first byte − sent (kernel + the server's loop getting to the read)
    *   read_request = request complete − first byte (the server reading and parsing it)
    *   server_slip  = first chunk written − request complete − nominal TTFT (the server's timer)
+   *   server_handling = read_request + server_slip, per request
    *   read_side    = client's first-chunk arrival − first chunk written (the client's read lag)
    *   client = client_queue + read_side; server = wire_in + read_request + server_slip; total = both;
    *   reported = what the bench's TTFT reads above nominal (total − client_queue);
@@ -284,6 +285,8 @@ async function vllmPoint(
     for (let k = 1; k < t.chunks.length; k++) truthGaps.push(t.chunks[k] - t.chunks[k - 1]);
   }
   const v = summary(vsRecord);
+  const sd = summary(send);
+  const rd = summary(read);
   const g = summary(gaps);
   const tg = summary(truthGaps);
   const mine = inflab.ttft_error_parts_ms.vs_record;
@@ -294,8 +297,8 @@ async function vllmPoint(
     matched,
     failed,
     vs_record_ms: { p50: v.p50, p99: v.p99 },
-    send_side_ms: { p50: summary(send).p50, p99: summary(send).p99 },
-    read_side_ms: { p50: summary(read).p50, p99: summary(read).p99 },
+    send_side_ms: { p50: sd.p50, p99: sd.p99 },
+    read_side_ms: { p50: rd.p50, p99: rd.p99 },
     itl_median_ms: { measured: g.p50, truth: tg.p50, ratio: r3(g.p50 / tg.p50) },
     itl_under_0_1ms_share: r3(share(gaps, 0.1)),
     ratio_to_inflab_p50: r1(v.p50 / mine.p50),
@@ -373,6 +376,7 @@ export async function clientAccuracy(
         wire_in: [],
         read_request: [],
         server_slip: [],
+        server_handling: [],
         read_side: [],
         client: [],
         server: [],
@@ -423,6 +427,7 @@ export async function clientAccuracy(
             parts.wire_in.push(wi);
             parts.read_request.push(rr);
             parts.server_slip.push(sl);
+            parts.server_handling.push(rr + sl);
             parts.read_side.push(rs);
             parts.client.push(q + rs);
             parts.server.push(wi + rr + sl);

@@ -3,6 +3,13 @@ PERF_VLLM_REQUEST_FUNC is set): drives the mock server exactly as `vllm bench se
 --max-concurrency C --request-rate inf` does (one aiohttp session, a semaphore of C, every request
 started at once) with vLLM's request function, loaded from the file the variable names (a vLLM
 checkout's vllm/benchmarks/lib/endpoint_request_func.py; needs aiohttp, and what that file imports).
+Fields read, as that file defines them at vLLM commit 02cfb534: RequestFuncInput(prompt, api_url,
+prompt_len, output_len, model, ignore_eos, request_id) and RequestFuncOutput's success, start_time
+(time.perf_counter() before session.post), ttft, itl (seconds) and error.
+
+The session is serve.py's (vllm/benchmarks/serve.py at commit 009e6d4a): TCPConnector(limit and
+limit_per_host = C, ttl_dns_cache=300, use_dns_cache, keepalive_timeout=60, enable_cleanup_closed,
+force_close=False), trust_env, a 6-hour total timeout; every request a task under the semaphore.
 
 Prints one JSON line per request: id, ok, start and first (epoch ms of the client's stamp and of its
 first chunk), itl (ms). Usage: vllmClient.py URL CONCURRENCY REQUESTS OUTPUT INPUT ID_PREFIX
@@ -28,7 +35,7 @@ async def main(url, c, n, out_len, in_len, prefix):
     mod = load(os.environ["PERF_VLLM_REQUEST_FUNC"])
     fields = getattr(mod.RequestFuncInput, "__dataclass_fields__", {})
     if "request_id" not in fields:
-        sys.exit("this request function has no request_id (it sends no x-request-id): use vLLM ≥ 0.10's")
+        sys.exit("this request function has no request_id field (it sends no x-request-id, so its requests cannot be matched to the server's record): use a vLLM checkout whose RequestFuncInput has one (as at commit 02cfb534)")
     # perf_counter (the client's clock) to epoch ms, as the mock records.
     offset_ms = time.time() * 1000 - time.perf_counter() * 1000
     connector = aiohttp.TCPConnector(limit=c, limit_per_host=c, ttl_dns_cache=300, use_dns_cache=True,
