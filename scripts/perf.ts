@@ -39,6 +39,7 @@ import {
   vsixSize,
 } from './perf/sections';
 import { table } from './perf/stats';
+import { settingsFromEnv } from '../src/core/host/settings';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const only = new Set((process.env.PERF_ONLY ?? 'client,sim,serving,audit,editor').split(',').map((s) => s.trim()));
@@ -220,11 +221,13 @@ await section(
   '1. bench client accuracy and capacity (mock server: TTFT 50 ms, ITL 10 ms, 64 tokens, own process)',
   async () => {
     const mockNice = Number(process.env.PERF_MOCK_NICE ?? 0);
+    const threads = settingsFromEnv(process.env).benchThreads;
     const r = await clientAccuracy(root, {
       concurrency: (process.env.PERF_CLIENT_STREAMS ?? '1,100,500,1000,2000').split(',').map(Number),
       rounds: 3,
       minRequests: 10,
       mockNice,
+      threads,
       log,
     });
     log('\n' + clientTable(r));
@@ -242,6 +245,7 @@ await section(
       minRequests: 10,
       itlMs: carriedItl,
       mockNice,
+      threads,
       log,
     });
     log(decomposition(carried));

@@ -35,7 +35,7 @@ import type { TruthRecord } from './mockServer';
 
 export interface ClientPoint {
   concurrency: number;
-  /** Load threads the point ran on (shards.ts: one per 125 streams, at most 8, or INFLAB_BENCH_THREADS). */
+  /** Load threads the point ran on (shards.ts: one per 125 streams, at most 8 and two per core, or INFLAB_BENCH_THREADS). */
   load_threads: number;
   requests: number;
   matched: number;
@@ -313,6 +313,8 @@ export async function clientAccuracy(
     rounds: number;
     minRequests: number;
     shards?: number;
+    /** Load threads per point (INFLAB_BENCH_THREADS, as a bench cell reads it; default: shards.ts). */
+    threads?: number;
     /** The mock's nominal ITL (default 10 ms). */
     itlMs?: number;
     /** The mock's nice value above this process's (PERF_MOCK_NICE; default 0). */
@@ -353,6 +355,7 @@ export async function clientAccuracy(
               rttProbes: 3,
               scrape: false,
               seed: { mode: 'per-point', base: 1 + w },
+              threads: opts.threads,
             },
             { worker },
           ),
@@ -466,7 +469,7 @@ export async function clientAccuracy(
       const srvCpuS = (srvCpu1.user + srvCpu1.system - srvCpu0.user - srvCpu0.system) / 1e6;
       const pt: ClientPoint = {
         concurrency: c,
-        load_threads: loadThreads(Math.round(c / shards)),
+        load_threads: loadThreads(Math.round(c / shards), opts.threads),
         requests,
         matched,
         failed,

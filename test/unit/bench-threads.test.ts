@@ -11,16 +11,21 @@ import { fromColumnar } from '../../src/core/bench/records';
 import { loadThreads } from '../../src/core/bench/shards';
 import { startScriptedServer } from '../support/scriptedServer';
 
-test('load threads: auto count is 1 for few streams, one per 125 streams up to 8, never above the concurrency, and an explicit count wins', () => {
-  assert.equal(loadThreads(1), 1);
-  assert.equal(loadThreads(8), 1);
-  assert.equal(loadThreads(125), 1);
-  assert.equal(loadThreads(250), 2);
-  assert.equal(loadThreads(500), 4);
-  assert.equal(loadThreads(1000), 8);
-  assert.equal(loadThreads(100_000), 8);
+test('load threads: auto count is 1 for few streams, one per 125 streams up to 8 and two per core, never above the concurrency, and an explicit count wins', () => {
+  assert.equal(loadThreads(1, undefined, 16), 1);
+  assert.equal(loadThreads(8, undefined, 16), 1);
+  assert.equal(loadThreads(125, undefined, 16), 1);
+  assert.equal(loadThreads(250, undefined, 16), 2);
+  assert.equal(loadThreads(500, undefined, 16), 4);
+  assert.equal(loadThreads(1000, undefined, 16), 8);
+  assert.equal(loadThreads(100_000, undefined, 16), 8);
+  // Two cores: at most four threads (more only outnumber a local server for the CPU).
+  assert.equal(loadThreads(500, undefined, 2), 4);
+  assert.equal(loadThreads(1000, undefined, 2), 4);
+  assert.equal(loadThreads(1000, undefined, 1), 2);
   assert.equal(loadThreads(3, 8), 3);
   assert.equal(loadThreads(1000, 2), 2);
+  assert.equal(loadThreads(1000, 6, 2), 6);
 });
 
 test('a point on two load threads: every request once, matched to the server by X-Request-Id, same prompts as one thread', async () => {

@@ -62,7 +62,7 @@ export interface CellResult {
 export interface HostSettings {
   /** `endpoint: sim` runs this many times faster than simulated time (default 1). */
   simSpeed?: number;
-  /** Load threads for a closed-loop bench point (default: one per 125 streams, at most 8). */
+  /** Load threads for a closed-loop bench point (default: one per 125 streams, at most 8 and two per core). */
   benchThreads?: number;
   /** The bench worker script, when the host knows better than the core where it is. */
   benchWorker?: string;
