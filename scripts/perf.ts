@@ -19,7 +19,9 @@
  * rate the machine carries; PERF_VLLM_REQUEST_FUNC (a vLLM checkout's
  * vllm/benchmarks/lib/endpoint_request_func.py) and PERF_PYTHON (a Python with aiohttp and what that
  * file imports; default python3): run vLLM's own client on the same mock after each point
- * (scripts/perf/vllmClient.py) and give the ratio of its whole TTFT error to InfLab's.
+ * (scripts/perf/vllmClient.py) and give the ratio of its whole TTFT error to InfLab's; PERF_PIN=1:
+ * the client section's mock on the last core and this process on the others (taskset), so neither
+ * side can take the other's core; INFLAB_BENCH_THREADS: load threads per point, as a bench cell reads it.
  * Run `npm run build` first (npm run perf does).
  */
 import * as fs from 'node:fs';
@@ -27,6 +29,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { clientAccuracy, type ClientAccuracy } from './perf/clientAccuracy';
+import { clientFloor } from './perf/clientFloor';
 import {
   activation,
   auditSpeed,
@@ -222,12 +225,14 @@ await section(
   async () => {
     const mockNice = Number(process.env.PERF_MOCK_NICE ?? 0);
     const threads = settingsFromEnv(process.env).benchThreads;
+    const pin = process.env.PERF_PIN === '1';
     const r = await clientAccuracy(root, {
       concurrency: (process.env.PERF_CLIENT_STREAMS ?? '1,100,500,1000,2000').split(',').map(Number),
       rounds: 3,
       minRequests: 10,
       mockNice,
       threads,
+      pin,
       log,
     });
     log('\n' + clientTable(r));
@@ -246,6 +251,7 @@ await section(
       itlMs: carriedItl,
       mockNice,
       threads,
+      pin,
       log,
     });
     log(decomposition(carried));
@@ -259,7 +265,27 @@ await section(
     log(
       `(previous target, median TTFT error ≤ 34 ms and ITL median ratio 0.9–1.1: ${r.targets.ttft_p50_error_at_1000_ms} ms, ${r.targets.itl_ratio_at_1000}: ${r.targets.met ? 'MET' : 'NOT MET'})`,
     );
-    return { ...r, carried, whole_error_targets: targets };
+    // Where the client's CPU goes: the floor any Node client pays (raw sockets), undici's, ours.
+    const floor = [
+      ...(await clientFloor(root, { streams: 200, tokens: 64, ttftMs: 50, itlMs: 10, seconds: 5 })),
+      ...(await clientFloor(root, { streams: 100, tokens: 1, ttftMs: 5, itlMs: 10, seconds: 5 })),
+    ];
+    log(
+      "\nWhere a client's CPU goes (the same mock, one client at a time, this process):\n" +
+        table(
+          ['client', 'load', 'streams', 'CPU µs/chunk', 'CPU µs/request', 'kernel share', 'cores busy'],
+          floor.map((f) => [
+            f.client,
+            f.load,
+            f.streams,
+            f.cpu_us_per_chunk,
+            f.cpu_us_per_request,
+            f.system_share,
+            f.cores_busy,
+          ]),
+        ),
+    );
+    return { ...r, carried, whole_error_targets: targets, client_floor: floor };
   },
 );
 

@@ -23,7 +23,7 @@
  * medians of broad distributions, which move with the share of chunks read together: the number of
  * load threads (shards.ts) is what keeps that share low.
  */
-import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fromColumnar } from '../../src/core/bench/records';
@@ -109,6 +109,8 @@ export interface ClientAccuracy {
   itl_nominal_ms: number;
   /** How much lower the mock's priority was than the client's (nice steps; 0: equal). */
   mock_nice_offset: number;
+  /** The cores each side was held to (PERF_PIN), when it was. */
+  pinned?: { client: string; mock: string };
   output_tokens: number;
   input_tokens: number;
   worker: string;
@@ -171,11 +173,23 @@ function traceCpu() {
   };
 }
 
+/**
+ * PERF_PIN: the mock on the last core and this process (its threads, and the load threads it starts
+ * later, which inherit it) on the others, so neither side can take the other's core: the nearest
+ * this machine comes to a server on a machine of its own. Needs taskset (util-linux).
+ */
+export function pinCores(pid: number, which: 'last' | 'rest' | 'all'): string {
+  const n = os.cpus().length; // not availableParallelism(): that counts the cores this process is held to
+  const list = which === 'last' ? String(n - 1) : which === 'all' || n < 2 ? `0-${n - 1}` : `0-${n - 2}`;
+  execFileSync('taskset', ['-a', '-p', '-c', list, String(pid)], { stdio: 'ignore' });
+  return list;
+}
+
 export async function startMock(
   root: string,
   ttft: number,
   itl: number,
-  opts: { niceOffset?: number } = {},
+  opts: { niceOffset?: number; pin?: boolean } = {},
 ): Promise<{
   child: ChildProcess;
   url: string;
@@ -194,6 +208,7 @@ export async function startMock(
       // not allowed here: the mock runs at this process's priority (the figure records it)
     }
   }
+  if (opts.pin && child.pid) pinCores(child.pid, 'last');
   const port = await new Promise<number>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('the mock server did not start within 20 s')), 20_000);
     child.once('error', reject);
@@ -319,6 +334,8 @@ export async function clientAccuracy(
     itlMs?: number;
     /** The mock's nice value above this process's (PERF_MOCK_NICE; default 0). */
     mockNice?: number;
+    /** PERF_PIN: the mock on a core of its own, the client on the rest (pinCores). */
+    pin?: boolean;
     log: (s: string) => void;
   },
 ): Promise<ClientAccuracy> {
@@ -327,7 +344,8 @@ export async function clientAccuracy(
   const OUT = 64;
   const IN = 64;
   const worker = path.join(root, 'dist/bench-worker.js');
-  const mock = await startMock(root, TTFT, ITL, { niceOffset: opts.mockNice ?? 0 });
+  const pinned = opts.pin ? { client: pinCores(process.pid, 'rest'), mock: String(os.cpus().length - 1) } : undefined;
+  const mock = await startMock(root, TTFT, ITL, { niceOffset: opts.mockNice ?? 0, pin: opts.pin });
   const points: ClientPoint[] = [];
   const vllm: OtherClientPoint[] = [];
   let vllmSkipped: string | undefined;
@@ -526,6 +544,7 @@ export async function clientAccuracy(
     }
   } finally {
     await mock.close();
+    if (pinned) pinCores(process.pid, 'all');
   }
   const ok = points.filter((p) => p.chunk_delay_ms.p50 <= 1 && p.ttft_error_ms.p50 <= 5);
   const at1000 = points.find((p) => p.concurrency === 1000) ?? points[points.length - 1];
@@ -534,6 +553,7 @@ export async function clientAccuracy(
     ttft_nominal_ms: TTFT,
     itl_nominal_ms: ITL,
     mock_nice_offset: opts.mockNice ?? 0,
+    pinned,
     output_tokens: OUT,
     input_tokens: IN,
     worker:

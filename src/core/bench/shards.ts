@@ -21,7 +21,7 @@
  * threads a core they only cost: on a quiet 2-core machine (perf script, 1,000 streams at ITL
  * 10 ms, two runs each) 4 threads read 5% of gaps together (8 threads: 1–4%), ITL median 1.007×,
  * at 44 µs of CPU a chunk against 53–62 µs, and a server on the same cores, which the extra
- * threads outnumber for the CPU, read requests late by a p99 of 84–130 ms against 247–322 ms.
+ * threads outnumber for the CPU, read requests late by a p99 of 108–130 ms against 247–322 ms.
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
