@@ -18,7 +18,7 @@
  * same limit (aiohttp, one timestamp per chunk it iterates, which is per read). `itl_under_1ms_share`
  * shows how often that happened (the server's own share of back-to-back writes beside it), and the
  * bench reports the same share per point (report.ts, client-read-bursts). At 1,000 streams on 2 cores
- * the rig is saturated (the client costs ~55–80 µs of CPU per chunk over the measured window,
+ * the rig is saturated (the client costs ~41–76 µs of CPU per chunk over the measured window with 4–8 load threads,
  * threads, undici and the kernel included (cpu_us_per_chunk); the mock ~20), so the server slips (its true ITL spreads from ~7 to 70 ms) and the ITL medians are
  * medians of broad distributions, which move with the share of chunks read together: the number of
  * load threads (shards.ts) is what keeps that share low.

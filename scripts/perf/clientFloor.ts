@@ -2,10 +2,10 @@
  * Where a streaming client's CPU goes, floor first: the same mock (mockServer.ts, its own process)
  * read by three clients in this process, one after another, for a fixed time each —
  *
- *   node:net   raw keep-alive sockets that write a request and count reads, with no HTTP parsing
+ *   node:net   raw keep-alive sockets that write a request and wait for its end, with no HTTP parsing
  *              (a response ends at the mock's last chunk, "0\r\n\r\n" at the end of a read): the
  *              kernel's and libuv's share, what any client on Node pays;
- *   undici     Agent.dispatch with a handler that only counts (llhttp, undici's pool and timers);
+s *   undici     Agent.dispatch with a handler that only counts ends (llhttp, undici's pool and timers);
  *   InfLab     sendRequest (client.ts): SSE on the raw bytes, every chunk stamped, usage, errors.
  *
  * Two loads: many tokens a request (the per-chunk cost, at a chunk rate two cores carry) and one
@@ -31,13 +31,14 @@ export interface FloorRow {
   cores_busy: number;
 }
 
-type Loop = (stop: () => boolean, count: (chunks: number) => void) => Promise<void>;
+/** Runs `streams` closed loops until `stop()`; `ended` once per response that ended. */
+type Loop = (stop: () => boolean, ended: () => void) => Promise<void>;
 
 const MODEL = 'mock-model';
 
 function netLoop(port: number, streams: number, body: string): Loop {
   const req = `POST /v1/completions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-  return (stop, count) =>
+  return (stop, ended) =>
     new Promise((resolve) => {
       let open = streams;
       for (let i = 0; i < streams; i++) {
@@ -47,10 +48,9 @@ function netLoop(port: number, streams: number, body: string): Loop {
         s.on('error', () => undefined);
         s.on('close', () => --open || resolve());
         s.on('data', (d: Buffer) => {
-          count(0);
           // The mock's last write of a response ends with the zero-length chunk.
           if (d.length >= 5 && d.indexOf('0\r\n\r\n', d.length - 5) >= 0) {
-            count(-1);
+            ended();
             if (stop()) s.end();
             else s.write(req);
           }
@@ -60,7 +60,7 @@ function netLoop(port: number, streams: number, body: string): Loop {
 }
 
 function undiciLoop(agent: Dispatcher, url: string, streams: number, body: string): Loop {
-  const one = (count: (chunks: number) => void) =>
+  const one = (ended: () => void) =>
     new Promise<void>((resolve) =>
       agent.dispatch(
         {
@@ -75,11 +75,9 @@ function undiciLoop(agent: Dispatcher, url: string, streams: number, body: strin
         {
           onRequestStart() {},
           onResponseStart() {},
-          onResponseData() {
-            count(0);
-          },
+          onResponseData() {},
           onResponseEnd() {
-            count(-1);
+            ended();
             resolve();
           },
           onResponseError() {
@@ -88,10 +86,10 @@ function undiciLoop(agent: Dispatcher, url: string, streams: number, body: strin
         },
       ),
     );
-  return async (stop, count) => {
+  return async (stop, ended) => {
     await Promise.all(
       Array.from({ length: streams }, async () => {
-        while (!stop()) await one(count);
+        while (!stop()) await one(ended);
       }),
     );
   };
@@ -109,13 +107,13 @@ function inflabLoop(agent: Dispatcher, url: string, streams: number, body: strin
     topK: -1,
     temperature: 0,
   };
-  return async (stop, count) => {
+  return async (stop, ended) => {
     await Promise.all(
       Array.from({ length: streams }, async () => {
         while (!stop()) {
           const r = await sendRequest(agent, cfg, { prompt: [], outputTokens: tokens, body });
           if (!r.ok) throw new Error(`floor: ${r.errorKind}: ${r.errorMessage}`);
-          count(-1);
+          ended();
         }
       }),
     );
@@ -152,8 +150,8 @@ export async function clientFloor(
       let t0 = 0;
       const running = loop(
         () => stopping,
-        (k) => {
-          if (k < 0 && measuring) requests++;
+        () => {
+          if (measuring) requests++;
         },
       );
       await new Promise((r) => setTimeout(r, (opts.warmS ?? 1.5) * 1000));

@@ -123,7 +123,7 @@ function addMessage(rid: number): ClockAdd {
  * Keeps this thread from taking another turn of its event loop (as a burst of requests handled in
  * one turn does) while it calls `poll` and runs microtasks, until a step has arrived.
  */
-async function pollWithoutATurn(poll: () => void, got: FromClock[]): Promise<boolean> {
+async function takesStepWithoutATurn(poll: () => void, got: FromClock[]): Promise<void> {
   let turned = false;
   setImmediate(() => (turned = true));
   const until = performance.now() + 10_000;
@@ -131,7 +131,8 @@ async function pollWithoutATurn(poll: () => void, got: FromClock[]): Promise<boo
     poll();
     for (let i = 0; i < 5; i++) await Promise.resolve();
   }
-  return turned;
+  assert.equal(turned, false);
+  assert.ok(got.some((m) => m.type === 'step'));
 }
 
 test('between requests the HTTP side takes a step that fell due without waiting for its event loop’s turn (both clocks)', async () => {
@@ -140,9 +141,7 @@ test('between requests the HTTP side takes a step that fell due without waiting 
   const h = inThreadClock(init, (m) => here.push(m));
   try {
     h.onMessage(addMessage(1));
-    const turned = await pollWithoutATurn(() => h.poll(), here);
-    assert.equal(turned, false);
-    assert.ok(here.some((m) => m.type === 'step'));
+    await takesStepWithoutATurn(() => h.poll(), here);
   } finally {
     h.close();
   }
@@ -152,9 +151,7 @@ test('between requests the HTTP side takes a step that fell due without waiting 
   const link = await workerClock(script, init, (m) => worker.push(m));
   try {
     link.send(addMessage(1));
-    const turned = await pollWithoutATurn(() => link.poll(), worker);
-    assert.equal(turned, false);
-    assert.ok(worker.some((m) => m.type === 'step'));
+    await takesStepWithoutATurn(() => link.poll(), worker);
   } finally {
     await link.close();
   }
